@@ -29,15 +29,24 @@ class ExactProfile:
 
     Members
     -------
-    counts: accesses per dense row index (rows of all tables concatenated).
+    rows: dense indices (rows of all tables concatenated) accessed in the profile, ascending.
+    row_counts: accesses of each of ``rows``.
     order: dense indices of the popular rows, most accessed first.
-    popular: boolean mask over dense indices.
+    popular: boolean mask over all dense indices.
     table_offsets: dense index of row 0 of each table.
     """
-    counts: np.ndarray
+    rows: np.ndarray
+    row_counts: np.ndarray
     order: np.ndarray
     popular: np.ndarray
     table_offsets: np.ndarray
+
+    def count_of(self, dense):
+        """Accesses of the dense indices ``dense`` (0 for rows never accessed)."""
+        dense = np.asarray(dense)
+        i = np.minimum(np.searchsorted(self.rows, dense), max(len(self.rows) - 1, 0))
+        found = (self.rows[i] == dense) if len(self.rows) else np.zeros(dense.shape, dtype=bool)
+        return np.where(found, self.row_counts[i] if len(self.rows) else 0, 0)
 
     def keys(self, cfg):
         """The popular rows as keys of ``cfg``, most accessed first."""
@@ -77,22 +86,30 @@ def profile(trace, capacity, *, learn_batches=None, learn_period=1, threshold=1,
     else:
         sel = np.concatenate([dense[loff[b]:loff[b + 1]] for b in range(0, nb, learn_period)]
                              or [np.zeros(0, dtype=np.int64)])
-    counts = np.bincount(sel[sel >= 0], minlength=n_rows)
-    eligible = np.count_nonzero(counts >= threshold)
-    k = min(capacity, eligible)
+    # count by sorting (much cheaper than a bincount over every row of every table)
+    sel = np.sort(sel[sel >= 0].astype(np.uint32 if n_rows < 1 << 32 else np.int64))
+    if len(sel):
+        starts = np.flatnonzero(np.r_[True, sel[1:] != sel[:-1]])
+        rows = sel[starts].astype(np.int64)
+        counts = np.diff(np.r_[starts, len(sel)])
+    else:
+        rows = counts = np.zeros(0, dtype=np.int64)
+    eligible = np.flatnonzero(counts >= threshold)
+    k = min(capacity, len(eligible))
     if k == 0:
-        order = np.zeros(0, dtype=np.int64)
+        top = np.zeros(0, dtype=np.int64)
     else:
         # the k-th largest count, then everything above it plus the lowest-indexed ties
-        part = np.argpartition(-counts, k - 1)[:k]
-        kth = counts[part].min()
-        above = np.flatnonzero(counts > kth)
-        ties = np.flatnonzero(counts == kth)[:k - len(above)]
-        order = np.concatenate([above, ties])
-        order = order[np.lexsort((order, -counts[order]))]
+        ce = counts[eligible]
+        kth = ce[np.argpartition(-ce, k - 1)[k - 1]]
+        above = eligible[ce > kth]
+        ties = eligible[ce == kth][:k - len(above)]
+        top = np.concatenate([above, ties])
+        top = top[np.lexsort((rows[top], -counts[top]))]
+    order = rows[top]
     popular = np.zeros(n_rows, dtype=bool)
     popular[order] = True
-    return ExactProfile(counts, order, popular, _table_offsets(trace.cardinalities))
+    return ExactProfile(rows, counts, order, popular, _table_offsets(trace.cardinalities))
 
 
 def batch_stats(trace, popular, dense=None):
@@ -105,37 +122,30 @@ def batch_stats(trace, popular, dense=None):
     """
     if dense is None:
         dense = trace.dense_index()
-    good = dense >= 0
-    hit = np.zeros(len(dense), dtype=bool)
-    hit[good] = popular[dense[good]]
+    n_rows = len(popular)
+    hit = np.append(popular, False)[dense]           # dense -1 (bad) reads the extra False
     soff = trace.sample_offsets
-    boff = trace.batch_sample_offsets
+    loff = soff[trace.batch_sample_offsets]
     nb = trace.n_batches
     lens = trace.sample_lengths.astype(np.int64)
-    # misses per sample: popular iff zero (empty samples are popular)
-    miss = (~hit).astype(np.int64)
-    cm = np.zeros(len(miss) + 1, dtype=np.int64)
-    np.cumsum(miss, out=cm[1:])
-    sample_pop = (cm[soff[1:]] - cm[soff[:-1]]) == 0
+    cm = np.zeros(len(hit) + 1, dtype=np.int64)     # misses (bad keys included) so far
+    np.cumsum(~hit, out=cm[1:])
+    sample_pop = (cm[soff[1:]] - cm[soff[:-1]]) == 0  # no miss: popular (empty samples too)
     batch_of_sample = np.repeat(np.arange(nb), trace.batch_sizes.astype(np.int64))
     popular_samples = np.bincount(batch_of_sample[sample_pop], minlength=nb)
-    popular_lookups = np.bincount(batch_of_sample, weights=np.where(sample_pop, lens, 0), minlength=nb)
-    loff = soff[boff]
-    ch = np.zeros(len(hit) + 1, dtype=np.int64)
-    np.cumsum(hit, out=ch[1:])
-    hit_lookups = ch[loff[1:]] - ch[loff[:-1]]
-    cg = np.zeros(len(good) + 1, dtype=np.int64)
-    np.cumsum(~good, out=cg[1:])
-    bad = cg[loff[1:]] - cg[loff[:-1]]
+    popular_lookups = np.bincount(batch_of_sample[sample_pop], weights=lens[sample_pop], minlength=nb)
+    hit_lookups = np.diff(loff) - (cm[loff[1:]] - cm[loff[:-1]])
+    bad_pos = np.flatnonzero(dense < 0)
+    bad = np.bincount(np.searchsorted(loff, bad_pos, side="right") - 1, minlength=nb)
     # unique misses per batch: sort (batch, dense) pairs of the good misses
-    m = np.flatnonzero(good & ~hit)
+    m = np.flatnonzero(~hit)
+    m = m[dense[m] >= 0]
     batch_of_lookup = np.searchsorted(loff, m, side="right") - 1
-    comp = batch_of_lookup.astype(np.int64) * (int(sum(trace.cardinalities)) + 1) + dense[m]
+    comp = batch_of_lookup.astype(np.int64) * (n_rows + 1) + dense[m]
     comp.sort()
     first = np.ones(len(comp), dtype=bool)
     first[1:] = comp[1:] != comp[:-1]
-    uniq_batches = comp[first] // (int(sum(trace.cardinalities)) + 1)
-    unique_misses = np.bincount(uniq_batches, minlength=nb)
+    unique_misses = np.bincount(comp[first] // (n_rows + 1), minlength=nb)
     return {
         "samples": trace.batch_sizes.astype(np.int64),
         "popular_samples": popular_samples.astype(np.int64),

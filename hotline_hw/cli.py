@@ -122,9 +122,9 @@ def cmd_trace(args):
         tr = criteo.read_criteo_tsv(args.criteo, mode=args.criteo_mode,
                                     max_ind_range=args.max_ind_range,
                                     batch_size=args.batch_size or 1024,
-                                    max_samples=args.max_samples, progress=not args.quiet)
+                                    max_samples=args.max_samples, progress=_progress(args))
     else:
-        tr = trace_from_args(args, progress=not args.quiet)
+        tr = trace_from_args(args, progress=_progress(args))
     dt = time.perf_counter() - t0
     out = Path(args.output)
     if out.parent and not out.parent.exists():
@@ -137,9 +137,9 @@ def cmd_golden(args):
     """Run the golden model on a trace and report what Hotline would do with it."""
     from golden.analysis import analyse
     cfg = config_from_args(args)
-    tr = trace_from_args(args, progress=not args.quiet)
+    tr = trace_from_args(args, progress=_progress(args))
     t0 = time.perf_counter()
-    a = analyse(tr, cfg, learn_batches=args.learn_batches, progress=not args.quiet)
+    a = analyse(tr, cfg, learn_batches=args.learn_batches, progress=_progress(args))
     dt = time.perf_counter() - t0
     if args.json:
         print(json.dumps(a.as_dict(), indent=2))
@@ -161,16 +161,21 @@ def cmd_demo(args):
     print(f"  wrote {out / 'config.json'}")
     t0 = time.perf_counter()
     tr = synth.generate("kaggle", lookups=args.lookups, zipf=args.zipf, seed=args.seed,
-                        progress=not args.quiet)
+                        progress=_progress(args))
     traceio.save_trace(tr, out / "kaggle.hltrace")
     print(f"  wrote {out / 'kaggle.hltrace'}: {tr.describe()} "
           f"(Zipf {args.zipf}, {time.perf_counter() - t0:.1f} s)")
     print()
-    a = analyse(tr, cfg, progress=not args.quiet)
+    a = analyse(tr, cfg, progress=_progress(args))
     print(a.format())
     (out / "golden.json").write_text(json.dumps(a.as_dict(), indent=2) + "\n")
     print(f"\n  wrote {out / 'golden.json'}")
     print("Next: `hotline-hw golden --help`, `hotline-hw presets`, `./run.sh test`.")
+
+
+def _progress(args):
+    """Progress bars only for a person watching a terminal."""
+    return not args.quiet and sys.stderr.isatty()
 
 
 def _write(path, text):
@@ -235,6 +240,9 @@ def build_parser():
 
 def main(argv=None):
     from golden.trace import TraceError
+
+    from .tuning import keep_freed_memory
+    keep_freed_memory()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -97,18 +97,18 @@ class HotlineConfig:
         "set-associative in block RAM, slot = set * cam_ways + way."})
     cam_entries: int = field(default=4096, metadata={"doc":
         "Popular rows the CAM holds (power of two); the size of the popular region in rows."})
-    cam_ways: int = field(default=4, metadata={"doc":
+    cam_ways: int = field(default=8, metadata={"doc":
         "Ways per set of a 'hash' CAM (power of two, <= cam_entries); a 'full' CAM must have "
         "cam_ways == cam_entries."})
 
     # --- staging buffers ---------------------------------------------------------------
-    staging_rows: int = field(default=1024, metadata={"doc":
+    staging_rows: int = field(default=8192, metadata={"doc":
         "Rows per staging bank: unique non-popular rows one mini-batch can gather (power of two)."})
     staging_banks: int = field(default=2, metadata={"doc":
         "Staging banks; mini-batch n uses bank n % staging_banks (power of two, 2..8)."})
-    dedup_sets: int = field(default=512, metadata={"doc":
+    dedup_sets: int = field(default=2048, metadata={"doc":
         "Sets of the table that de-duplicates misses within a mini-batch (power of two)."})
-    dedup_ways: int = field(default=4, metadata={"doc":
+    dedup_ways: int = field(default=8, metadata={"doc":
         "Ways per de-dup set; a miss whose de-dup set is full leaves as OVERFLOW "
         "(1..16; dedup_sets * dedup_ways >= staging_rows)."})
 
@@ -334,14 +334,15 @@ PRESETS = {
         staging_rows=16, dedup_sets=8, dedup_ways=4,
         axi_data_bits=64, axi_id_bits=2, max_outstanding_reads=4,
         row_bytes=16, max_row_bytes=64),
-    # Fits an ECP5-85F (ULX3S): Criteo Kaggle keys, 4 lanes, a 4096-row hash CAM.
+    # Fits an ECP5-85F (ULX3S): Criteo Kaggle keys, 4 lanes, a 4096-row 8-way hash CAM,
+    # 16K counters, 8K staging rows per bank (about 1.9 Mbit of the 3.7 Mbit of block RAM).
     "ulx3s": _BASE,
     # Criteo Kaggle (26 tables, 24-bit rows, dim 16 -> 64-byte rows), FAE batch 1024.
     "kaggle": _BASE.replace(
         name="kaggle", lanes=4, sample_id_bits=16,
         counter_sets=16384, counter_ways=8, counter_bits=16, counter_banks=4,
         cam_kind="hash", cam_entries=32768, cam_ways=8,
-        staging_rows=16384, dedup_sets=8192, dedup_ways=4,
+        staging_rows=16384, dedup_sets=4096, dedup_ways=8,
         axi_data_bits=256, axi_id_bits=4, max_outstanding_reads=32, row_bytes=64),
     # Criteo 1TB / MLPerf (26-bit rows, dim 128 -> 512-byte rows), multi-hot able (DLRMv2:
     # 214 lookups per sample), 8 lanes. ASIC scale.
@@ -349,7 +350,7 @@ PRESETS = {
         name="terabyte", lanes=8, row_bits=26, max_sample_lookups=256, sample_id_bits=16,
         counter_sets=65536, counter_ways=8, counter_bits=16, counter_banks=8,
         cam_kind="hash", cam_entries=262144, cam_ways=8,
-        staging_rows=65536, dedup_sets=32768, dedup_ways=4,
+        staging_rows=65536, dedup_sets=16384, dedup_ways=8,
         axi_data_bits=512, axi_id_bits=6, max_outstanding_reads=64,
         row_bytes=512, max_row_bytes=1024),
 }

@@ -64,7 +64,7 @@ def test_bad_value_names_field_value_and_rule(field, value, words):
 
 
 def test_full_cam_needs_ways_equal_entries():
-    with pytest.raises(ConfigError, match=r"cam_ways=4: must equal cam_entries \(64\)"):
+    with pytest.raises(ConfigError, match=r"cam_ways=8: must equal cam_entries \(64\)"):
         preset("ulx3s", cam_kind="full", cam_entries=64)
     assert preset("ulx3s", cam_kind="full", cam_entries=64, cam_ways=64).cam_sets == 1
 
@@ -83,7 +83,7 @@ def test_derived_values():
     assert c.key_bits == 12 and c.key_bytes == 2 and c.counter_max == 255
     assert c.slot_bits == 4 and c.cam_sets == 1 and c.bus_bytes == 8
     u = preset("ulx3s")
-    assert u.cam_sets == 1024 and u.cam_set_bits == 10 and u.key_bytes == 4
+    assert u.cam_sets == 512 and u.cam_set_bits == 9 and u.key_bytes == 4
 
 
 @st.composite
@@ -133,3 +133,10 @@ def test_bad_config_json(text, words):
 def test_every_field_is_documented():
     for name, (_, _, doc) in HotlineConfig.field_docs().items():
         assert doc, name
+
+
+def test_readme_has_a_section_per_generator_parameter():
+    from pathlib import Path
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for name in HotlineConfig.field_docs():
+        assert f"### `{name}`" in readme, name
