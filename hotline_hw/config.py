@@ -83,7 +83,8 @@ class HotlineConfig:
     counter_ways: int = field(default=4, metadata={"doc":
         "Tagged counters per set (1..16)."})
     counter_bits: int = field(default=12, metadata={"doc":
-        "Width of each saturating counter (2..32)."})
+        "Width of each saturating counter (2..20; the install engine sorts by count with a "
+        "2**counter_bits-entry histogram)."})
     counter_banks: int = field(default=4, metadata={"doc":
         "Independent banks of the counter array (power of two, <= counter_sets); the array "
         "accepts one lookup per bank per cycle."})
@@ -211,7 +212,7 @@ class HotlineConfig:
 
         integer("counter_sets", 1, 1 << 24, pow2=True)
         integer("counter_ways", 1, 16)
-        integer("counter_bits", 2, 32)
+        integer("counter_bits", 2, 20)
         integer("counter_banks", 1, self.counter_sets, pow2=True)
         integer("aging_period", 0, 1 << 16)
 

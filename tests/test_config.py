@@ -36,7 +36,8 @@ def test_kaggle_and_terabyte_key_formats():
     ("num_tables", 40, "1..32"),
     ("counter_sets", 1000, "power of two"),
     ("counter_ways", 0, "1..16"),
-    ("counter_bits", 1, "2..32"),
+    ("counter_bits", 1, "2..20"),
+    ("counter_bits", 24, "2..20"),
     ("counter_banks", 8192, "1..4096"),
     ("cam_kind", "tcam", "'full' or 'hash'"),
     ("cam_entries", 3000, "power of two"),
@@ -93,7 +94,7 @@ def configs(draw):
     if draw(st.booleans()):
         changes["lanes"] = draw(st.sampled_from([1, 2, 4, 8, 16]))
     if draw(st.booleans()):
-        changes["counter_bits"] = draw(st.integers(base.learn_threshold.bit_length() + 1, 32))
+        changes["counter_bits"] = draw(st.integers(base.learn_threshold.bit_length() + 1, 20))
     if draw(st.booleans()):
         changes["aging_period"] = draw(st.integers(0, 1 << 16))
     if draw(st.booleans()):

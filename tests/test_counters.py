@@ -95,7 +95,7 @@ def test_matches_plain_reference(stream, ways, sets, bits):
 def test_space_saving_bound(stream, ways, sets):
     """With aging off and no saturation, a key whose frequency in its set exceeds
     (lookups to that set) / ways is tracked, and no tracked count underestimates."""
-    ca = CounterArray(one_set(ways, bits=32, sets=sets))
+    ca = CounterArray(one_set(ways, bits=20, sets=sets))
     ca.update(stream)
     set_of = dict(zip(stream, ca.set_of(np.array(stream, dtype=np.uint64)).tolist()))
     freq = Counter(stream)

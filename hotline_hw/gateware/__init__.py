@@ -1,0 +1,1 @@
+"""Amaranth gateware of the Hotline accelerator, one unit per module."""

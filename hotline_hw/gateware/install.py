@@ -1,0 +1,300 @@
+"""The install engine: choose the popular set from the counter array and write it into the
+popularity CAM.
+
+The order is the golden install policy (``golden/counters.py``, ``golden/cam.py``): every
+valid counter with ``count >= threshold``, by count descending, ties by array position
+(set, way) ascending; walked in that order until the CAM holds ``cam_entries`` rows or the
+candidates run out; a ``hash`` CAM skips (and counts) a candidate whose set is full.
+
+The engine sorts by **counting**, which gives exactly that stable order:
+
+=========  ====================================================  ============================
+phase      work                                                  cycles
+=========  ====================================================  ============================
+CLEAR      zero the histogram (and the hash CAM's set fill)      ``max(2**counter_bits, cam_sets)``
+HIST       read every set, count candidates per count value      ``sets * (ways + r)``
+PREFIX     histogram -> start offset of each count value,         ``2**counter_bits``
+           highest count first
+SCATTER    read every set again, write each candidate's          ``sets * (ways + r)``
+           (set, way) to ``sorted[offset[count]++]``
+WALK       per candidate in sorted order: read its set, take     ``<= candidates * (r + 6)``
+           the key, place it, write the CAM, emit ``(key, slot)``
+=========  ====================================================  ============================
+
+``r`` is the round trip of a counter-array read (request to response, a few cycles). So an
+install takes about ``2**(counter_bits + 1) + 2 * sets * (ways + r) + candidates * (r + 6)``
+cycles: for the ``ulx3s`` preset (4096 sets x 4 ways, 12-bit counters, 4096 rows installed)
+about 70k cycles, well under a millisecond. The engine needs a ``2**counter_bits``-entry
+histogram and a ``sets * ways``-entry array of (set, way) positions.
+
+The CAM must be empty when the engine starts (the top evicts and clears it first).
+"""
+
+from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..hashing import SEED_CAM
+from .hash import h3_expr
+
+__all__ = ["InstallEngine", "counter_set_layout", "cam_write_layout", "placed_layout"]
+
+
+def counter_set_layout(cfg):
+    """One set of the counter array as the array's read port returns it."""
+    return data.ArrayLayout(data.StructLayout({
+        "valid": 1, "key": cfg.key_bits, "count": cfg.counter_bits}), cfg.counter_ways)
+
+
+def cam_write_layout(cfg):
+    return data.StructLayout({"slot": cfg.slot_bits, "key": cfg.key_bits, "valid": 1})
+
+
+def placed_layout(cfg):
+    """A placement record for the DMA: copy the host row of ``key`` to slot ``slot``."""
+    return data.StructLayout({"key": cfg.key_bits, "slot": cfg.slot_bits})
+
+
+class InstallEngine(wiring.Component):
+    """Selects the popular set from the counter array and installs it in the CAM.
+
+    Parameters
+    ----------
+    cfg : HotlineConfig
+
+    Members
+    -------
+    start : In(1)
+        Pulse: begin an install (ignored while busy).
+    threshold : In(counter_bits)
+        LEARN_THRESHOLD: the smallest count installed (0 acts as 1).
+    busy : Out(1)
+        High from ``start`` until the install is complete.
+    done : Out(1)
+        One-cycle pulse when an install completes.
+    counter_req : Out(stream.Signature(set index))
+        Read requests to the counter array's ``read_req``.
+    counter_resp : In(stream.Signature(counter set))
+        The counter array's ``read_resp``: ``counter_ways`` of (valid, key, count).
+    cam_write : Out(stream.Signature(slot, key, valid))
+        Writes to the CAM's ``write`` port.
+    placed : Out(stream.Signature(key, slot))
+        One record per installed row, in install order, for the DMA's placement copy.
+    installed, skipped, candidates : Out(32)
+        Rows installed, candidates skipped because their ``hash`` CAM set was full, and
+        candidates found (``count >= threshold``) by the last install.
+
+    Latency
+    -------
+    See the module docstring: about ``2**(counter_bits+1) + 2*sets*(ways+r) +
+    candidates*(r+6)`` cycles per install.
+    """
+
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self.set_bits = max(1, cfg.counter_set_bits)
+        self.way_bits = max(1, (cfg.counter_ways - 1).bit_length())
+        self.pos_bits = cfg.counter_set_bits + self.way_bits
+        self.n_bits = (cfg.counter_sets * cfg.counter_ways).bit_length()
+        super().__init__({
+            "start": In(1),
+            "threshold": In(cfg.counter_bits),
+            "busy": Out(1),
+            "done": Out(1),
+            "counter_req": Out(stream.Signature(self.set_bits)),
+            "counter_resp": In(stream.Signature(counter_set_layout(cfg))),
+            "cam_write": Out(stream.Signature(cam_write_layout(cfg))),
+            "placed": Out(stream.Signature(placed_layout(cfg))),
+            "installed": Out(32),
+            "skipped": Out(32),
+            "candidates": Out(32),
+        })
+
+    def elaborate(self, platform):
+        cfg = self.cfg
+        m = Module()
+        W, S = cfg.counter_ways, cfg.counter_sets
+        levels = 1 << cfg.counter_bits
+
+        m.submodules.hist = hist = memory.Memory(shape=self.n_bits, depth=levels, init=[])
+        h_wr = hist.write_port()
+        h_rd = hist.read_port(transparent_for=(h_wr,))
+        m.submodules.sorted = srt = memory.Memory(shape=max(1, self.pos_bits), depth=S * W, init=[])
+        s_wr = srt.write_port()
+        s_rd = srt.read_port()
+        hashed = cfg.cam_kind == "hash"
+        if hashed:
+            fill_bits = cfg.cam_ways.bit_length()
+            m.submodules.fill = fill = memory.Memory(shape=fill_bits, depth=cfg.cam_sets, init=[])
+            f_wr = fill.write_port()
+            f_rd = fill.read_port(transparent_for=(f_wr,))
+
+        thr = Signal(cfg.counter_bits)
+        set_idx = Signal(cfg.counter_set_bits + 1)   # one past the last set ends a sweep
+        way = Signal(range(W + 1))
+        setbuf = Signal(counter_set_layout(cfg))
+        level = Signal(cfg.counter_bits + 1)
+        running = Signal(self.n_bits)
+        total = Signal(self.n_bits)
+        walk_i = Signal(self.n_bits)
+        key = Signal(cfg.key_bits)
+        pos_way = Signal(self.way_bits)
+        cam_set = Signal(max(1, cfg.cam_set_bits))
+        slot = Signal(cfg.slot_bits)
+        clr = Signal(max(levels, cfg.cam_sets if hashed else 1).bit_length() + 1)
+
+        # RMW pipeline on the histogram: stage 0 presents an address, stage 1 writes
+        # old + 1 (the read port is transparent, so back-to-back equal addresses are right).
+        inc_valid = Signal()
+        inc_addr = Signal(cfg.counter_bits)
+        inc1_valid = Signal()
+        inc1_addr = Signal(cfg.counter_bits)
+        inc1_pos = Signal(max(1, self.pos_bits))
+        inc_pos = Signal(max(1, self.pos_bits))
+        scatter_mode = Signal()
+        m.d.sync += [inc1_valid.eq(inc_valid), inc1_addr.eq(inc_addr), inc1_pos.eq(inc_pos)]
+        m.d.comb += [h_rd.en.eq(1)]
+        with m.If(inc_valid):
+            m.d.comb += h_rd.addr.eq(inc_addr)
+        with m.If(inc1_valid):
+            m.d.comb += [h_wr.addr.eq(inc1_addr), h_wr.data.eq(h_rd.data + 1), h_wr.en.eq(1)]
+            with m.If(scatter_mode):
+                m.d.comb += [s_wr.addr.eq(h_rd.data), s_wr.data.eq(inc1_pos), s_wr.en.eq(1)]
+
+        entry = setbuf[way[:max(1, self.way_bits)] if W > 1 else 0]
+        eff_thr = Signal(cfg.counter_bits)
+        m.d.comb += eff_thr.eq(Mux(thr == 0, 1, thr))
+        is_cand = Signal()
+        m.d.comb += is_cand.eq(entry.valid & (entry.count >= eff_thr))
+
+        m.d.comb += self.busy.eq(1)
+        m.d.sync += self.done.eq(0)
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.busy.eq(0)
+                with m.If(self.start):
+                    m.d.sync += [thr.eq(self.threshold), clr.eq(0), self.installed.eq(0),
+                                 self.skipped.eq(0), self.candidates.eq(0)]
+                    m.next = "CLEAR"
+
+            with m.State("CLEAR"):
+                m.d.comb += [h_wr.addr.eq(clr), h_wr.data.eq(0), h_wr.en.eq(clr < levels)]
+                if hashed:
+                    m.d.comb += [f_wr.addr.eq(clr), f_wr.data.eq(0), f_wr.en.eq(clr < cfg.cam_sets)]
+                m.d.sync += clr.eq(clr + 1)
+                with m.If(clr == max(levels, cfg.cam_sets if hashed else 1) - 1):
+                    m.d.sync += [set_idx.eq(0), scatter_mode.eq(0)]
+                    m.next = "READ_SET"
+
+            # HIST and SCATTER share the sweep over the sets (scatter_mode tells them apart)
+            with m.State("READ_SET"):
+                m.d.comb += [self.counter_req.valid.eq(1), self.counter_req.payload.eq(set_idx)]
+                with m.If(self.counter_req.ready):
+                    m.next = "WAIT_SET"
+
+            with m.State("WAIT_SET"):
+                m.d.comb += self.counter_resp.ready.eq(1)
+                with m.If(self.counter_resp.valid):
+                    m.d.sync += [setbuf.eq(self.counter_resp.payload), way.eq(0)]
+                    m.next = "WAYS"
+
+            with m.State("WAYS"):
+                with m.If(way == W):
+                    with m.If(set_idx == S - 1):
+                        m.next = "SWEEP_DONE"
+                    with m.Else():
+                        m.d.sync += set_idx.eq(set_idx + 1)
+                        m.next = "READ_SET"
+                with m.Else():
+                    m.d.sync += way.eq(way + 1)
+                    with m.If(is_cand):
+                        # HIST counts levels; SCATTER counts offsets (stored in place)
+                        m.d.comb += [inc_valid.eq(1), inc_addr.eq(entry.count),
+                                     inc_pos.eq(Cat(way[:self.way_bits], set_idx[:cfg.counter_set_bits]))]
+
+            with m.State("SWEEP_DONE"):
+                with m.If(~inc1_valid):          # let the last increment land
+                    with m.If(scatter_mode):
+                        m.d.sync += walk_i.eq(0)
+                        m.next = "WALK_READ"
+                    with m.Else():
+                        m.d.sync += [level.eq(levels - 1), running.eq(0)]
+                        m.next = "PREFIX_READ"
+
+            # PREFIX: from the highest count down to the threshold, hist[c] := start offset
+            with m.State("PREFIX_READ"):
+                m.d.comb += h_rd.addr.eq(level)
+                m.next = "PREFIX_WRITE"
+
+            with m.State("PREFIX_WRITE"):
+                m.d.comb += [h_wr.addr.eq(level), h_wr.data.eq(running), h_wr.en.eq(1)]
+                m.d.sync += running.eq(running + h_rd.data)
+                with m.If((level == eff_thr) | (level == 0)):
+                    m.d.sync += [total.eq(running + h_rd.data), self.candidates.eq(running + h_rd.data),
+                                 set_idx.eq(0), scatter_mode.eq(1)]
+                    m.next = "READ_SET"
+                with m.Else():
+                    m.d.sync += level.eq(level - 1)
+                    m.next = "PREFIX_READ"
+
+            # WALK: candidates in sorted order until the CAM is full
+            with m.State("WALK_READ"):
+                with m.If((walk_i == total) | (self.installed == cfg.cam_entries)):
+                    m.d.sync += self.done.eq(1)
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.comb += [s_rd.addr.eq(walk_i), s_rd.en.eq(1)]
+                    m.next = "WALK_POS"
+
+            with m.State("WALK_POS"):
+                pos = s_rd.data
+                m.d.sync += [pos_way.eq(pos[:self.way_bits]), set_idx.eq(pos[self.way_bits:])]
+                m.next = "WALK_REQ"
+
+            with m.State("WALK_REQ"):
+                m.d.comb += [self.counter_req.valid.eq(1), self.counter_req.payload.eq(set_idx)]
+                with m.If(self.counter_req.ready):
+                    m.next = "WALK_RESP"
+
+            with m.State("WALK_RESP"):
+                m.d.comb += self.counter_resp.ready.eq(1)
+                with m.If(self.counter_resp.valid):
+                    e = self.counter_resp.payload[pos_way if W > 1 else 0]
+                    m.d.sync += key.eq(e.key)
+                    if hashed:
+                        m.d.sync += cam_set.eq(h3_expr(e.key, SEED_CAM, cfg.key_bits, cfg.cam_set_bits))
+                        m.next = "FILL_READ"
+                    else:
+                        m.d.sync += slot.eq(self.installed)
+                        m.next = "CAM_WRITE"
+
+            if hashed:
+                with m.State("FILL_READ"):
+                    m.d.comb += [f_rd.addr.eq(cam_set), f_rd.en.eq(1)]
+                    m.next = "FILL_DECIDE"
+
+                with m.State("FILL_DECIDE"):
+                    with m.If(f_rd.data == cfg.cam_ways):
+                        m.d.sync += [self.skipped.eq(self.skipped + 1), walk_i.eq(walk_i + 1)]
+                        m.next = "WALK_READ"
+                    with m.Else():
+                        m.d.comb += [f_wr.addr.eq(cam_set), f_wr.data.eq(f_rd.data + 1), f_wr.en.eq(1)]
+                        ways_bits = (cfg.cam_ways - 1).bit_length()
+                        m.d.sync += slot.eq(Cat(f_rd.data[:ways_bits], cam_set) if ways_bits else cam_set)
+                        m.next = "CAM_WRITE"
+
+            with m.State("CAM_WRITE"):
+                m.d.comb += [self.cam_write.valid.eq(1), self.cam_write.payload.slot.eq(slot),
+                             self.cam_write.payload.key.eq(key), self.cam_write.payload.valid.eq(1)]
+                with m.If(self.cam_write.ready):
+                    m.next = "PLACED"
+
+            with m.State("PLACED"):
+                m.d.comb += [self.placed.valid.eq(1), self.placed.payload.key.eq(key),
+                             self.placed.payload.slot.eq(slot)]
+                with m.If(self.placed.ready):
+                    m.d.sync += [self.installed.eq(self.installed + 1), walk_i.eq(walk_i + 1)]
+                    m.next = "WALK_READ"
+        return m
+
