@@ -141,3 +141,14 @@ def test_readme_has_a_section_per_generator_parameter():
     readme = (Path(__file__).parents[1] / "README.md").read_text()
     for name in HotlineConfig.field_docs():
         assert f"### `{name}`" in readme, name
+
+
+def test_readme_parameter_sections_match_the_code():
+    """Each section quotes its field's docstring and the presets' values."""
+    from pathlib import Path
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for name, (_, _, doc) in HotlineConfig.field_docs().items():
+        section = readme.split(f"### `{name}`")[1].split("###")[0]
+        assert doc in section, name
+        vals = ", ".join(f"{p} {getattr(c, name)}" for p, c in PRESETS.items())
+        assert f"Presets: {vals}." in section, name
