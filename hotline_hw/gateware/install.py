@@ -47,7 +47,7 @@ def counter_set_layout(cfg):
 
 
 def cam_write_layout(cfg):
-    return data.StructLayout({"slot": cfg.slot_bits, "key": cfg.key_bits, "valid": 1})
+    return data.StructLayout({"slot": cfg.slot_bits, "key": cfg.key_bits, "used": 1})
 
 
 def placed_layout(cfg):
@@ -76,7 +76,7 @@ class InstallEngine(wiring.Component):
         Read requests to the counter array's ``read_req``.
     counter_resp : In(stream.Signature(counter set))
         The counter array's ``read_resp``: ``counter_ways`` of (valid, key, count).
-    cam_write : Out(stream.Signature(slot, key, valid))
+    cam_write : Out(stream.Signature(slot, key, used))
         Writes to the CAM's ``write`` port.
     placed : Out(stream.Signature(key, slot))
         One record per installed row, in install order, for the DMA's placement copy.
@@ -286,7 +286,7 @@ class InstallEngine(wiring.Component):
 
             with m.State("CAM_WRITE"):
                 m.d.comb += [self.cam_write.valid.eq(1), self.cam_write.payload.slot.eq(slot),
-                             self.cam_write.payload.key.eq(key), self.cam_write.payload.valid.eq(1)]
+                             self.cam_write.payload.key.eq(key), self.cam_write.payload.used.eq(1)]
                 with m.If(self.cam_write.ready):
                     m.next = "PLACED"
 

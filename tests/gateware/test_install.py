@@ -53,7 +53,7 @@ def rtl_install(cfg, counters, threshold, seed=0, stall=0.3):
                 ctx.set(port.ready, ready)
                 _, _, valid, p = await ctx.tick().sample(port.valid, port.payload)
                 if ready and valid:
-                    out[name].append((p.key, p.slot, getattr(p, "valid", 1)))
+                    out[name].append((p.key, p.slot, getattr(p, "used", 1)))
         return process
 
     async def main(ctx):

@@ -1,0 +1,124 @@
+"""Memories in the exported Verilog: behavioural RAM modules without initial contents.
+
+Amaranth writes every ``lib.memory.Memory`` with an ``initial`` block that sets each word,
+even when the contents are all zero. For the large presets (the ``terabyte`` counter array
+alone holds 23 Mbit) that makes conversion take minutes and the Verilog tens of megabytes,
+and the units never rely on power-up contents: each clears its memories with an explicit
+sweep (the counter array on ``start``, the CAM on ``clear``, the install engine in its
+CLEAR phase).
+
+:class:`BehaviouralMemories` is passed as the ``platform`` of ``verilog.convert``;
+Amaranth calls its :meth:`~BehaviouralMemories.get_memory` for every memory, and it returns
+an instance of a plain synchronous RAM module, written once per shape and port set, in the
+style every synthesis tool infers block RAM from (Yosys, Vivado, Quartus). Read ports keep
+Amaranth's semantics: synchronous (or ``comb``) reads, with ``en``; a read port transparent
+for a write port returns the written data when both address the same word in the same cycle,
+others return the old word; write enables have Amaranth's granularity. In simulation the
+contents start undefined (X in Icarus, 0 in Verilator), which the tests exercise.
+
+Memories with non-zero initial contents are left to Amaranth.
+"""
+
+import hashlib
+
+from amaranth.hdl import ClockSignal, Instance, MemoryInstance, Shape
+
+__all__ = ["BehaviouralMemories"]
+
+
+def _ram_verilog(name, width, depth, writes, reads):
+    """Verilog of one RAM module. ``writes``: list of (domain, en_width); ``reads``: list of
+    (domain, transparent_for write indices)."""
+    abits = max(1, (depth - 1).bit_length())
+    ports, body = [], []
+    for i, (domain, en_w) in enumerate(writes):
+        ports += [f"  input clk_w{i}", f"  input [{abits - 1}:0] w{i}_addr",
+                  f"  input [{width - 1}:0] w{i}_data", f"  input [{en_w - 1}:0] w{i}_en"]
+        gran = width // en_w
+        body.append(f"  always @(posedge clk_w{i}) begin")
+        for g in range(en_w):
+            lo, hi = g * gran, g * gran + gran - 1
+            body.append(f"    if (w{i}_en[{g}]) mem[w{i}_addr][{hi}:{lo}] <= w{i}_data[{hi}:{lo}];")
+        body.append("  end")
+    for j, (domain, transparent_for) in enumerate(reads):
+        if domain == "comb":
+            ports += [f"  input [{abits - 1}:0] r{j}_addr", f"  output [{width - 1}:0] r{j}_data"]
+            body.append(f"  assign r{j}_data = mem[r{j}_addr];")
+            continue
+        ports += [f"  input clk_r{j}", f"  input r{j}_en", f"  input [{abits - 1}:0] r{j}_addr",
+                  f"  output reg [{width - 1}:0] r{j}_data"]
+        body.append(f"  always @(posedge clk_r{j}) begin")
+        body.append(f"    if (r{j}_en) begin")
+        body.append(f"      r{j}_data <= mem[r{j}_addr];")
+        for i in transparent_for:
+            en_w = writes[i][1]
+            gran = width // en_w
+            for g in range(en_w):
+                lo, hi = g * gran, g * gran + gran - 1
+                body.append(f"      if (w{i}_en[{g}] && w{i}_addr == r{j}_addr) "
+                            f"r{j}_data[{hi}:{lo}] <= w{i}_data[{hi}:{lo}];")
+        body.append("    end")
+        body.append("  end")
+    return "\n".join([
+        f"// {depth} x {width} RAM, {len(writes)} write / {len(reads)} read ports, no initial contents",
+        f"module {name} (",
+        ",\n".join(ports),
+        ");",
+        f"  reg [{width - 1}:0] mem [0:{depth - 1}];",
+        *body,
+        "endmodule",
+        ""])
+
+
+class BehaviouralMemories:
+    """A ``platform`` for :func:`amaranth.back.verilog.convert` that writes memories as
+    behavioural RAM modules (see the module docstring). After conversion, append
+    :meth:`verilog` to the converted text."""
+
+    def __init__(self, prefix="hotline_ram"):
+        self.prefix = prefix
+        self.modules = {}
+
+    def get_memory(self, mem):
+        width = Shape.cast(mem.shape).width
+        if any(int(v) for v in _init_words(mem)):
+            return _amaranth_memory(mem)
+        writes = [(p.domain, len(p.en)) for p in mem.write_ports]
+        reads = [(p.domain, tuple(mem.write_ports.index(w) for w in p.transparent_for))
+                 for p in mem.read_ports]
+        digest = hashlib.sha1(repr((width, mem.depth, writes, reads)).encode()).hexdigest()[:10]
+        name = f"{self.prefix}_{mem.depth}x{width}_{digest}"
+        if name not in self.modules:
+            self.modules[name] = _ram_verilog(name, width, mem.depth, writes, reads)
+        kw = {}
+        for i, p in enumerate(mem.write_ports):
+            kw.update({f"i_clk_w{i}": ClockSignal(p.domain), f"i_w{i}_addr": p.addr,
+                       f"i_w{i}_data": p.data, f"i_w{i}_en": p.en})
+        for j, p in enumerate(mem.read_ports):
+            if p.domain == "comb":
+                kw.update({f"i_r{j}_addr": p.addr, f"o_r{j}_data": p.data})
+            else:
+                kw.update({f"i_clk_r{j}": ClockSignal(p.domain), f"i_r{j}_en": p.en,
+                           f"i_r{j}_addr": p.addr, f"o_r{j}_data": p.data})
+        return Instance(name, **kw)
+
+    def verilog(self):
+        """The RAM modules used so far."""
+        return "\n".join(self.modules.values())
+
+
+def _init_words(mem):
+    """The initial contents as raw integers (``MemoryData.Init`` keeps them in ``_raw``;
+    its public items are ``None`` for layouts given no value)."""
+    return getattr(mem.init, "_raw", [int(v or 0) for v in mem.init])
+
+
+def _amaranth_memory(mem):
+    """What ``Memory.elaborate`` builds without a platform hook."""
+    inst = MemoryInstance(data=mem._data, attrs=mem.attrs, src_loc=mem.src_loc)
+    wp = {p: inst.write_port(domain=p.domain, addr=p.addr, data=p.data, en=p.en)
+          for p in mem.write_ports}
+    for p in mem.read_ports:
+        inst.read_port(domain=p.domain, data=p.data, addr=p.addr, en=p.en,
+                       transparent_for=tuple(wp[w] for w in p.transparent_for))
+    return inst
