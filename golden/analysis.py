@@ -61,6 +61,15 @@ class Analysis:
                          "hotline_bytes": self.timing.hotline_bytes},
         }
 
+    def _notes(self):
+        h = self.hardware
+        if h["popular_sample_fraction"] >= 0.01 or h["lookup_coverage"] == 0:
+            return []
+        return ["note: a sample is popular only if every one of its lookups hits; with "
+                f"{100 * h['lookup_coverage']:.0f}% of lookups hitting, few samples are. "
+                "Tables that are read uniformly (the synthetic recipe reads tables of <= 100k "
+                "rows uniformly) are covered only by a popular set larger than them."]
+
     def format(self):
         e, h = self.exact, self.hardware
 
@@ -82,6 +91,7 @@ class Analysis:
             f"{'  max over batches':34}{e['unique_rows_max']:>14d}{h['unique_rows_max']:>14d}",
             f"{'CPU-path (overflow) lookups':34}{pct(e['overflow_fraction']):>14}{pct(h['overflow_fraction']):>14}",
             f"coverage ratio hardware / exact top-N: {self.coverage_ratio:.4f}",
+            *self._notes(),
             "",
             self.timing.format(),
             f"  (with the exact top-N set and unlimited staging: speedup "
