@@ -13,7 +13,6 @@ small one).
 """
 
 import json
-import os
 
 import pytest
 
