@@ -159,6 +159,12 @@ def cmd_demo(args):
     print(f"hotline-hw demo: accelerator preset {cfg.name!r}: {cfg.summary()}")
     cfg.save(out / "config.json")
     print(f"  wrote {out / 'config.json'}")
+    from .gateware.export import write
+    from .gateware.popularity import PopularityEngine
+    t0 = time.perf_counter()
+    vpath, _ = write(PopularityEngine(cfg), "popularity", out / "rtl")
+    print(f"  wrote {vpath}: the learning and lookup half (counter array, install engine, "
+          f"CAM), {vpath.stat().st_size // 1000} kB of Verilog in {time.perf_counter() - t0:.1f} s")
     t0 = time.perf_counter()
     tr = synth.generate("kaggle", lookups=args.lookups, zipf=args.zipf, seed=args.seed,
                         progress=_progress(args))
