@@ -35,7 +35,8 @@ from hotline_hw.config import preset                             # noqa: E402
 from hotline_hw.gateware.cam import PopularityCAM                # noqa: E402
 from hotline_hw.gateware.counters import AccessCounterArray      # noqa: E402
 from hotline_hw.gateware.export import export                    # noqa: E402
-from hotline_hw.gateware.install import InstallEngine, counter_set_layout  # noqa: E402
+from hotline_hw.gateware.install import InstallEngine                  # noqa: E402
+from hotline_hw.gateware.models import counter_read_port, counter_set_words  # noqa: E402
 from hotline_hw.gateware.popularity import PopularityEngine      # noqa: E402
 
 
@@ -105,25 +106,11 @@ def install_cycles(cfg, lookups):
     ca = CounterArray(cfg)
     keys = tr.keys(cfg)
     ca.update(keys[(keys >> np.uint64(cfg.row_bits)) < np.uint64(cfg.num_tables)])
-    valid, k, c = ca.state()
-    layout = counter_set_layout(cfg)
-    words = [layout.const([{"valid": int(valid[s, w]), "key": int(k[s, w]), "count": int(c[s, w])}
-                           for w in range(cfg.counter_ways)]) for s in range(cfg.counter_sets)]
     dut = InstallEngine(cfg)
     out = {}
-
-    async def counter_port(ctx):         # a counter array answering 2 cycles after a request
-        ctx.set(dut.counter_req.ready, 1)
-        while True:
-            _, _, valid_, s = await ctx.tick().sample(dut.counter_req.valid, dut.counter_req.payload)
-            if valid_:
-                ctx.set(dut.counter_req.ready, 0)
-                await ctx.tick()
-                ctx.set(dut.counter_resp.payload, words[s])
-                ctx.set(dut.counter_resp.valid, 1)
-                await ctx.tick().until(dut.counter_resp.ready)
-                ctx.set(dut.counter_resp.valid, 0)
-                ctx.set(dut.counter_req.ready, 1)
+    # a counter array answering two cycles after each request, never stalling
+    counter_port = counter_read_port(dut.counter_req, dut.counter_resp, counter_set_words(cfg, ca),
+                                     delay=1)
 
     async def main(ctx):
         ctx.set(dut.cam_write.ready, 1)

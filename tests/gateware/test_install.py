@@ -10,7 +10,8 @@ from amaranth.sim import Simulator
 from golden.cam import Cam
 from golden.counters import CounterArray
 from hotline_hw.config import preset
-from hotline_hw.gateware.install import InstallEngine, counter_set_layout
+from hotline_hw.gateware.install import InstallEngine
+from hotline_hw.gateware.models import counter_read_port, counter_set_words
 
 
 def ref_install(cfg, counters, threshold):
@@ -24,27 +25,10 @@ def rtl_install(cfg, counters, threshold, seed=0, stall=0.3):
     """Run the engine; returns (placed records, cam writes, skipped, candidates, cycles)."""
     dut = InstallEngine(cfg)
     rng = random.Random(seed)
-    valid, keys, counts = counters.state()
-    layout = counter_set_layout(cfg)
-    words = [layout.const([{"valid": int(valid[s, w]), "key": int(keys[s, w]),
-                            "count": int(counts[s, w])} for w in range(cfg.counter_ways)])
-             for s in range(cfg.counter_sets)]
+    words = counter_set_words(cfg, counters)
     out = {"placed": [], "writes": [], "cycles": 0}
-
-    async def counter_port(ctx):
-        while True:
-            ready = rng.random() > stall
-            ctx.set(dut.counter_req.ready, ready)
-            _, _, valid, s = await ctx.tick().sample(dut.counter_req.valid, dut.counter_req.payload)
-            if not (ready and valid):
-                continue
-            ctx.set(dut.counter_req.ready, 0)
-            for _ in range(rng.randrange(0, 4)):
-                await ctx.tick()
-            ctx.set(dut.counter_resp.payload, words[s])
-            ctx.set(dut.counter_resp.valid, 1)
-            await ctx.tick().until(dut.counter_resp.ready)
-            ctx.set(dut.counter_resp.valid, 0)
+    counter_port = counter_read_port(dut.counter_req, dut.counter_resp, words, rng=rng,
+                                     stall=stall, max_delay=3)
 
     def sink(port, name):
         async def process(ctx):
