@@ -4,7 +4,7 @@ They live in the package, as stream helpers do in Glasgow, so a test and a bench
 unit the same way.
 """
 
-__all__ = ["counter_read_port", "counter_set_words"]
+__all__ = ["counter_read_port", "counter_set_words", "stream_sink"]
 
 
 def counter_set_words(cfg, counters):
@@ -39,4 +39,18 @@ def counter_read_port(req, resp, words, *, rng=None, stall=0.0, delay=0, max_del
             ctx.set(resp.valid, 1)
             await ctx.tick().until(resp.ready)
             ctx.set(resp.valid, 0)
+    return process
+
+
+def stream_sink(port, received, convert=lambda p: p, *, rng=None, backpressure=0.0):
+    """An amaranth.sim testbench (run it with ``background=True``) taking every beat of
+    stream ``port`` into the list ``received`` (through ``convert``), with ``ready`` low at
+    random with probability ``backpressure``."""
+    async def process(ctx):
+        while True:
+            ready = not (backpressure and rng.random() < backpressure)
+            ctx.set(port.ready, ready)
+            _, _, valid, p = await ctx.tick().sample(port.valid, port.payload)
+            if ready and valid:
+                received.append(convert(p))
     return process

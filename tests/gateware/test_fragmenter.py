@@ -15,6 +15,7 @@ from golden.framing import frame_lookup_beats, pack_output_beats, parse_lookup_b
 from golden.records import BatchCounters
 from hotline_hw.config import preset
 from hotline_hw.gateware.fragmenter import STAT_NAMES, MiniBatchFragmenter
+from hotline_hw.gateware.models import stream_sink
 
 
 def make_cfg(lanes, kind="full", staging_rows=8):
@@ -100,14 +101,7 @@ def run(cfg, seed, n_batches=6, idle=0.3, stall=0.3):
     res = {}
 
     def sink(port, name, conv):
-        async def process(ctx):
-            while True:
-                ready = rng.random() > stall
-                ctx.set(port.ready, ready)
-                _, _, valid, p = await ctx.tick().sample(port.valid, port.payload)
-                if ready and valid:
-                    got[name].append(conv(p))
-        return process
+        return stream_sink(port, got[name], conv, rng=rng, backpressure=stall)
 
     async def main(ctx):
         await ctx.tick().until(~dut.cam_busy)
