@@ -37,7 +37,7 @@ def add_config_args(p):
     for name, (typ, default, doc) in HotlineConfig.field_docs().items():
         t = int if typ in (int, "int") else str
         g.add_argument("--" + name.replace("_", "-"), dest="cfg_" + name, type=t, default=None,
-                       metavar="N" if t is int else "S", help=f"{doc} (ulx3s: {default})")
+                       metavar="N" if t is int else "S", help=f"{doc} (ulx3s: {default})".replace("%", "%%"))
 
 
 def config_from_args(args):

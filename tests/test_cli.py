@@ -108,3 +108,11 @@ def test_demo_runs_small(tmp_path):
     verilog = (tmp_path / "demo" / "rtl" / "popularity.v").read_text()
     assert "module popularity(" in verilog and "__" not in verilog.split(");")[0]
     assert "speedup" in r.stdout
+
+
+@pytest.mark.parametrize("command", ["presets", "config", "trace", "golden", "demo"])
+def test_every_command_has_help(command):
+    """``--help`` of every command prints usage (a ``%`` in a help string once crashed it)."""
+    r = run(command, "--help")
+    assert r.returncode == 0, r.stderr
+    assert "usage:" in r.stdout
