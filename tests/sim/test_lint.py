@@ -7,6 +7,8 @@ checked by hand in the ``.v`` file and is scoped as narrowly as the message allo
 about a signal or construct not listed here still fails the test.
 """
 
+import importlib
+
 import pytest
 
 from hotline_hw.config import preset
@@ -144,8 +146,20 @@ def _variant(unit, cfg, *, skip=True):
         return None
 
 
+def unit_waivers(unit):
+    """The waivers of ``unit``: :data:`UNIT_WAIVERS`, else ``LINT_WAIVERS`` of its testbench
+    module ``sim.tb_<unit>`` (a unit can keep its justified waivers beside its testbench)."""
+    if unit in UNIT_WAIVERS:
+        return UNIT_WAIVERS[unit]
+    try:
+        mod = importlib.import_module(f"sim.tb_{unit}")
+    except ImportError:
+        return ()
+    return tuple(getattr(mod, "LINT_WAIVERS", ()))
+
+
 def _waivers(unit, cfg):
-    return YOSYS_IDIOMS + UNIT_WAIVERS.get(unit, ()) + (port_alias_waiver(unit, cfg),)
+    return YOSYS_IDIOMS + unit_waivers(unit) + (port_alias_waiver(unit, cfg),)
 
 
 @pytest.mark.parametrize("unit, cfg", _cases())
@@ -163,7 +177,7 @@ def test_every_waiver_is_needed():
         if v is None:
             continue
         _, waived = lint_report(v.verilog, waivers=_waivers(unit, cfg))
-        for w in YOSYS_IDIOMS + UNIT_WAIVERS.get(unit, ()):
+        for w in YOSYS_IDIOMS + unit_waivers(unit):
             used[w] = used.get(w, False) or any(w.matches(x) for x in waived)
     assert all(used.values()), "waivers that match nothing: " + "; ".join(
         f"{w.code} {w.pattern!r} ({w.instance})" for w, u in used.items() if not u)
