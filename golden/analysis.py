@@ -167,7 +167,7 @@ def analyse(trace, cfg, *, learn_batches=None, learn_period=None, threshold=None
         row["hit_lookups"] = c.hits
         row["staged_rows"] = c.staged_rows
         row["overflow_lookups"] = c.overflows
-        hw_unique[i] = c.staged_rows + c.staging_full + c.dedup_full
+        hw_unique[i] = res.unique_misses
     hw_stats["row_bytes"] = cfg.row_bytes
 
     def summary(st, unique):

@@ -43,6 +43,7 @@ class FragmentResult:
     tags, values: the translated lookup of every input lookup, in input order.
     sample_popular: verdict of every input sample.
     counters: statistics of the mini-batch.
+    unique_misses: distinct missing rows (staged or refused).
     """
     bank: int
     popular: MicroBatch
@@ -53,6 +54,7 @@ class FragmentResult:
     values: np.ndarray
     sample_popular: np.ndarray
     counters: BatchCounters
+    unique_misses: int = 0
 
 
 def dedup_assign(cfg, miss_keys):
@@ -61,6 +63,9 @@ def dedup_assign(cfg, miss_keys):
     Returns ``(index, uniq_keys, uniq_index, n_staging_full, n_dedup_full)``: ``index[i]``
     is the staging index of ``miss_keys[i]`` or -1 if refused; ``uniq_keys`` are the unique
     keys in order of first occurrence and ``uniq_index`` their indices (-1 if refused).
+    ``n_dedup_full`` counts the misses (every occurrence) whose key did not fit its de-dup
+    set; ``n_staging_full`` the misses whose key fitted its set but came after the bank held
+    ``staging_rows`` rows. A key that fits its set takes a way even when the bank is full.
     """
     miss_keys = np.asarray(miss_keys, dtype=np.uint64)
     if len(miss_keys) == 0:
@@ -80,16 +85,15 @@ def dedup_assign(cfg, miss_keys):
     fits_set = rank < cfg.dedup_ways
     idx = np.cumsum(fits_set) - 1                   # index each would get
     staged = fits_set & (idx < cfg.staging_rows)
-    # once the bank holds staging_rows rows, every later first occurrence is refused as
-    # "staging full"; before that, a refusal is "de-dup full"
-    before = np.cumsum(fits_set) - fits_set         # keys that fitted their set earlier
-    refused_full = before >= cfg.staging_rows
-    staging_full = int(refused_full.sum())
-    dedup_full = int((~fits_set & ~refused_full).sum())
     uniq_index = np.where(staged, idx, -1)
     inv_order = np.empty_like(order)
     inv_order[order] = np.arange(len(order))
-    index = uniq_index[inv_order[inv.ravel()]]
+    of_lookup = inv_order[inv.ravel()]             # unique-key number of every miss
+    index = uniq_index[of_lookup]
+    # per lookup, as the hardware counts them: a miss whose key did not fit its de-dup set
+    # (every occurrence), and a miss whose key fitted but found the bank full
+    dedup_full = int((~fits_set[of_lookup]).sum())
+    staging_full = int((fits_set & ~staged)[of_lookup].sum())
     return index, uk_o, uniq_index, staging_full, dedup_full
 
 
@@ -149,6 +153,7 @@ def fragment(cfg, cam, keys, lengths, bank):
         staged_rows=int(g.sum()), overflows=int((tags == TAG_OVERFLOW).sum()),
         bad_keys=int(bad.sum()), long_samples=int((lengths > cfg.max_sample_lookups).sum()),
         staging_full=n_staging_full, dedup_full=n_dedup_full,
-        id_wraps=int(ns > (1 << cfg.sample_id_bits)))
+        id_wraps=int(ns > (1 << cfg.sample_id_bits)), minibatches=1)
     return FragmentResult(bank, micro(sample_popular), micro(~sample_popular),
-                          uniq_keys[g], uniq_index[g], tags, values, sample_popular, counters)
+                          uniq_keys[g], uniq_index[g], tags, values, sample_popular, counters,
+                          len(uniq_keys))

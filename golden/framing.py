@@ -12,12 +12,15 @@ the framing errors the fragmenter flags:
 * ``unterminated``: beats after the last ``last`` (the stream stopped mid-mini-batch); they
   are returned as an extra, unterminated mini-batch.
 
-**Output** (``m_axis_popular``, ``m_axis_nonpopular``). A sample's translated lookups leave
-densely packed, ``lanes`` per beat, in ``ceil(n / lanes)`` beats, every beat carrying the
-sample id; ``user`` marks the sample's last beat and ``last`` the micro-batch's last beat. A
-sample with no lookups is one beat with ``keep == 0`` and ``user`` set. A micro-batch with
-no sample is one beat with ``keep == 0``, ``user`` clear and ``last`` set, so the consumer
-always sees the end of every mini-batch on both outputs.
+**Output** (``m_axis_popular``, ``m_axis_nonpopular``): the input's framing, beat for beat.
+Every input beat of a sample becomes one output beat on the sample's output, with the same
+``keep`` and, in each kept lane, the translated lookup of that lane's key (unkept lanes are
+zero); every beat carries the sample id, ``user`` marks the sample's last beat. ``last`` is
+never set on such a beat: each micro-batch ends with one **terminator beat** (``keep == 0``,
+``user`` clear, ``last`` set) on both outputs, also when the output got no sample. So an
+output beat leaves as soon as its sample's verdict is known (it never waits to learn whether
+it is the micro-batch's last), and a one-hot sample of ``n`` lookups takes
+``ceil(n / lanes)`` beats in and out.
 
 Beats are dicts ``{"keys" or "lookups": [...lanes], "keep": int, "user": 0/1, "last": 0/1}``
 (output beats add ``"sample_id"``); a translated lookup is ``(tag, value)``.
@@ -27,8 +30,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-__all__ = ["LookupFraming", "frame_lookup_beats", "parse_lookup_beats", "pack_output_beats",
-           "unpack_output_beats"]
+__all__ = ["LookupFraming", "frame_lookup_beats", "parse_lookup_beats", "output_beats",
+           "terminator_beat", "unpack_output_beats", "StreamResult", "fragment_stream",
+           "FLUSH_BEAT"]
 
 
 def frame_lookup_beats(samples, lanes, *, rng=None, hole_prob=0.0, empty_end_prob=0.0):
@@ -95,44 +99,133 @@ def parse_lookup_beats(beats, lanes):
     return out
 
 
-def pack_output_beats(micro, lanes):
-    """Output beats of one micro-batch (a :class:`golden.records.MicroBatch`)."""
-    beats = []
-    off = micro.offsets
-    tags, vals = micro.tags.tolist(), micro.values.tolist()
-    for i, sid in enumerate(micro.sample_ids.tolist()):
-        lk = list(zip(tags[off[i]:off[i + 1]], vals[off[i]:off[i + 1]]))
-        chunks = [lk[j:j + lanes] for j in range(0, len(lk), lanes)] or [[]]
-        for j, chunk in enumerate(chunks):
-            beats.append({"sample_id": sid,
-                          "lookups": chunk + [(0, 0)] * (lanes - len(chunk)),
-                          "keep": (1 << len(chunk)) - 1,
-                          "user": int(j == len(chunks) - 1), "last": 0})
-    if not beats:
-        beats.append({"sample_id": 0, "lookups": [(0, 0)] * lanes, "keep": 0, "user": 0, "last": 0})
-    beats[-1]["last"] = 1
-    return beats
+def terminator_beat(lanes):
+    """The beat that ends every micro-batch on both outputs."""
+    return {"sample_id": 0, "lookups": [(0, 0)] * lanes, "keep": 0, "user": 0, "last": 1}
+
+
+def output_beats(cfg, beats, res):
+    """``(popular_beats, nonpopular_beats)``: the two output streams of one mini-batch.
+
+    ``beats`` are the mini-batch's input beats (the last one has ``last``, see
+    :func:`frame_lookup_beats`) and ``res`` the :class:`golden.fragment.FragmentResult` of
+    the mini-batch they carry (:func:`parse_lookup_beats` then ``fragment``). Each input beat
+    that belongs to a sample becomes one output beat on that sample's output, with the same
+    ``keep`` and the translated lookup of each key in the key's lane (``(0, 0)`` in the other
+    lanes); ``user`` is set on the beat that ends the sample (also on a ``last`` beat that
+    ends the mini-batch inside a sample). Input beats that belong to no sample (``keep == 0``
+    and nothing to end) leave nothing. Both outputs then get :func:`terminator_beat`.
+    """
+    lanes = cfg.lanes
+    mask = (1 << cfg.sample_id_bits) - 1
+    tags, vals = res.tags.tolist(), res.values.tolist()
+    pop = res.sample_popular.tolist()
+    outs = ([], [])
+    s = i = 0
+    opened = False
+    for b in beats:
+        keep = b["keep"]
+        user = bool(b["user"]) or (bool(b["last"]) and (opened or keep != 0))
+        if keep == 0 and not user:
+            continue
+        lk = [(0, 0)] * lanes
+        for lane in range(lanes):
+            if (keep >> lane) & 1:
+                lk[lane] = (int(tags[i]), int(vals[i]))
+                i += 1
+        outs[0 if pop[s] else 1].append({"sample_id": s & mask, "lookups": lk, "keep": keep,
+                                         "user": int(user), "last": 0})
+        opened = opened or keep != 0
+        if user:
+            s, opened = s + 1, False
+    assert i == len(tags) and s == len(pop), "beats and result disagree"
+    for o in outs:
+        o.append(terminator_beat(lanes))
+    return outs
 
 
 def unpack_output_beats(beats, lanes):
     """``[(sample_id, [(tag, value), ...]), ...]`` from the output beats of one
-    micro-batch, checking the packing rules (dense lanes, one id per sample, one ``last``)."""
+    micro-batch, checking the framing rules (one sample id per sample, empty lanes zero, one
+    terminator at the end and nowhere else)."""
     samples, cur, cur_id = [], None, None
-    for n, b in enumerate(beats):
+    assert beats, "no beats"
+    t = beats[-1]
+    assert t["last"] and not t["keep"] and not t["user"], "the micro-batch does not end " \
+        f"with a terminator beat: {t}"
+    for n, b in enumerate(beats[:-1]):
         k = b["keep"]
-        assert k & (k + 1) == 0, f"beat {n}: keep {k:b} is not dense"
-        assert bool(b["last"]) == (n == len(beats) - 1), f"beat {n}: last misplaced"
-        if not b["user"] and not k:
-            assert b["last"] and not samples and cur is None, f"beat {n}: stray empty beat"
-            continue
+        assert not b["last"], f"beat {n}: last before the terminator"
+        assert k or b["user"], f"beat {n}: a beat with no key that ends no sample"
         if cur is None:
             cur, cur_id = [], b["sample_id"]
         assert b["sample_id"] == cur_id, f"beat {n}: sample id changed within a sample"
-        cur += [tuple(x) for x in b["lookups"][:k.bit_length()]]
+        for lane in range(lanes):
+            if (k >> lane) & 1:
+                cur.append(tuple(b["lookups"][lane]))
+            else:
+                assert tuple(b["lookups"][lane]) == (0, 0), f"beat {n}: lane {lane} not zero"
         if b["user"]:
             samples.append((cur_id, cur))
             cur = None
-        else:
-            assert k == (1 << lanes) - 1, f"beat {n}: a sample's beat before its last is not full"
     assert cur is None, "the micro-batch ends inside a sample"
     return samples
+
+
+#: What ``flush`` does to the stream: a beat that ends the open mini-batch.
+FLUSH_BEAT = {"keys": None, "keep": 0, "user": 0, "last": 1}
+
+
+@dataclass
+class StreamResult:
+    """What the fragmenter emits for a stream of input beats (see :func:`fragment_stream`)."""
+    popular: list              # output beats, all mini-batches
+    nonpopular: list
+    gathers: list              # (key, bank, index), in emission order
+    counters: object           # golden.records.BatchCounters, summed
+    per_batch: list            # the BatchCounters of each mini-batch
+    results: list              # the FragmentResult of each mini-batch
+
+
+def fragment_stream(cfg, cam, beats, *, first_bank=0, flushed=False):
+    """The fragmenter's outputs for ``beats`` (input beats, one or more mini-batches), with
+    the CAM ``cam`` (a ``golden.cam.Cam``) unchanged throughout. Mini-batch ``n`` uses
+    staging bank ``(first_bank + n) % staging_banks``. ``flushed``: after the beats, ``flush``
+    ended the open mini-batch (the beats need not end with ``last``)."""
+    from .fragment import fragment
+    from .records import BatchCounters
+    lanes = cfg.lanes
+    beats = [dict(b, keys=b["keys"] or [0] * lanes) for b in beats]
+    if flushed and beats and not beats[-1]["last"]:
+        beats.append(dict(FLUSH_BEAT, keys=[0] * lanes))
+        flush_error = True
+    else:
+        flush_error = False
+    groups, cur = [], []
+    for b in beats:
+        cur.append(b)
+        if b["last"]:
+            groups.append(cur)
+            cur = []
+    assert not cur, "beats after the last `last` (pass flushed=True)"
+    out = StreamResult([], [], [], BatchCounters(), [], [])
+    for n, g in enumerate(groups):
+        parsed = parse_lookup_beats(g, lanes)
+        (batch,) = parsed.minibatches
+        keys = np.array([k for s in batch for k in s], dtype=np.uint64)
+        lengths = np.array([len(s) for s in batch], dtype=np.int64)
+        bank = (first_bank + n) % cfg.staging_banks
+        r = fragment(cfg, cam, keys, lengths, bank)
+        r.counters.framing_errors = parsed.ended_mid_sample
+        if flush_error and n == len(groups) - 1:
+            # the flush closed the mini-batch: one framing error, whether or not a sample
+            # was open (parse counted an open one already)
+            r.counters.framing_errors = 1
+        pop, npop = output_beats(cfg, g, r)
+        out.popular += pop
+        out.nonpopular += npop
+        out.gathers += [(int(k), bank, int(i)) for k, i in zip(r.gather_keys, r.gather_indices)]
+        out.counters += r.counters
+        out.per_batch.append(r.counters)
+        out.results.append(r)
+    return out

@@ -77,9 +77,14 @@ class BatchCounters:
     overflows: lookups that left as OVERFLOW (any reason).
     bad_keys: lookups whose table id is >= ``num_tables``.
     long_samples: samples longer than ``max_sample_lookups``.
-    staging_full: unique misses refused because the bank had ``staging_rows`` rows already.
-    dedup_full: unique misses refused because their de-dup set was full.
+    staging_full: missing lookups (every occurrence) left OVERFLOW because their row came
+        after the bank held ``staging_rows`` rows.
+    dedup_full: missing lookups (every occurrence) left OVERFLOW because their row's de-dup
+        set was full.
     id_wraps: mini-batches with more samples than sample ids.
+    framing_errors: mini-batches that ended inside a sample (``last`` without ``user``) or
+        were ended by a flush (the stream stopped).
+    minibatches: mini-batches fragmented.
     learned_lookups: lookups applied to the counter array.
     """
     lookups: int = 0
@@ -93,6 +98,8 @@ class BatchCounters:
     staging_full: int = 0
     dedup_full: int = 0
     id_wraps: int = 0
+    framing_errors: int = 0
+    minibatches: int = 0
     learned_lookups: int = 0
 
     def __iadd__(self, other):

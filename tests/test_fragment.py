@@ -59,7 +59,7 @@ def test_misses_past_staging_rows_overflow_and_repeat_as_overflow():
     assert first[:16] == [(S, i) for i in range(16)]
     assert first[16:] == [(O, x) for x in keys[16:]]
     assert r.nonpopular.samples()[4][1] == [(S, 15)] + [(O, x) for x in keys[16:]]
-    assert r.counters.staging_full == 4 and r.counters.staged_rows == 16
+    assert r.counters.staging_full == 8 and r.counters.staged_rows == 16   # per lookup
     assert len(r.gather_keys) == 16
 
 
@@ -70,7 +70,8 @@ def test_full_dedup_set_overflows_but_later_sets_still_stage():
     other = next(x for x in (k(1, r) for r in range(1, 200)) if h3(x, SEED_DEDUP, cfg.key_bits, 1) == 1)
     _, r = run([same + [other, same[2]]], cfg=cfg)
     assert r.nonpopular.samples()[0][1] == [(S, 0), (S, 1), (O, same[2]), (S, 2), (O, same[2])]
-    assert r.counters.dedup_full == 1 and r.counters.staging_full == 0
+    assert r.counters.dedup_full == 2 and r.counters.staging_full == 0    # per lookup
+    assert r.unique_misses == 4
 
 
 def test_sample_ids_wrap_and_are_flagged():

@@ -4,8 +4,8 @@ from hypothesis import given, strategies as st
 
 from golden.cam import Cam
 from golden.fragment import fragment
-from golden.framing import (frame_lookup_beats, pack_output_beats, parse_lookup_beats,
-                            unpack_output_beats)
+from golden.framing import (frame_lookup_beats, output_beats, parse_lookup_beats,
+                            terminator_beat, unpack_output_beats)
 from golden.records import TAG_POPULAR as P, TAG_STAGED as S
 from hotline_hw.config import preset
 
@@ -48,25 +48,40 @@ def test_framing_errors_are_counted_and_nothing_is_lost():
 
 
 @given(samples_st, st.lists(st.integers(1, 4000), max_size=16, unique=True),
-       st.sampled_from([1, 2, 4]))
-def test_output_packing_round_trips(samples, cam_keys, lanes):
+       st.sampled_from([1, 2, 4]), st.floats(0, 0.6), st.floats(0, 1), st.integers(0, 99))
+def test_output_framing_mirrors_the_input(samples, cam_keys, lanes, holes, empty_end, seed):
     cfg = preset("tiny", lanes=lanes, max_sample_lookups=max(8, lanes), dedup_sets=64)
     cam = Cam(cfg)
     for slot, k in enumerate(cam_keys):
         cam.write(slot, k)
+    beats = frame_lookup_beats(samples, lanes, rng=np.random.default_rng(seed),
+                               hole_prob=holes, empty_end_prob=empty_end)
     keys = np.array([k for s in samples for k in s], dtype=np.uint64)
     r = fragment(cfg, cam, keys, [len(s) for s in samples], 0)
-    for micro in (r.popular, r.nonpopular):
-        beats = pack_output_beats(micro, lanes)
-        assert unpack_output_beats(beats, lanes) == micro.samples()
-        assert sum(b["last"] for b in beats) == 1
+    pop, npop = output_beats(cfg, beats, r)
+    for micro, out in ((r.popular, pop), (r.nonpopular, npop)):
+        assert unpack_output_beats(out, lanes) == micro.samples()
+        assert sum(b["last"] for b in out) == 1
+    # every input beat that carries keys or ends a sample leaves exactly once, keep unchanged
+    data = [b for b in beats if b["keep"] or b["user"]]
+    assert sorted(b["keep"] for b in pop[:-1] + npop[:-1]) == sorted(b["keep"] for b in data)
 
 
-def test_empty_micro_batch_is_one_end_beat():
+def test_micro_batches_end_with_a_terminator():
     cfg = preset("tiny")
     r = fragment(cfg, Cam(cfg), np.array([5], dtype=np.uint64), [1], 0)
-    beats = pack_output_beats(r.popular, 2)
-    assert beats == [{"sample_id": 0, "lookups": [(0, 0), (0, 0)], "keep": 0, "user": 0, "last": 1}]
-    assert unpack_output_beats(beats, 2) == []
-    (b,) = pack_output_beats(r.nonpopular, 2)
-    assert b["lookups"][0] == (S, 0) and b["keep"] == 1 and b["user"] == b["last"] == 1
+    pop, npop = output_beats(cfg, frame_lookup_beats([[5]], 2), r)
+    assert pop == [terminator_beat(2)]
+    assert unpack_output_beats(pop, 2) == []
+    b, t = npop
+    assert b["lookups"] == [(S, 0), (0, 0)] and b["keep"] == 1 and b["user"] == 1
+    assert b["last"] == 0 and t == terminator_beat(2)
+
+
+def test_a_minibatch_ending_mid_sample_closes_the_sample():
+    cfg = preset("tiny")
+    beats = [{"keys": [5, 6], "keep": 3, "user": 0, "last": 1}]
+    (mb,) = parse_lookup_beats(beats, 2).minibatches
+    r = fragment(cfg, Cam(cfg), np.array(mb[0], dtype=np.uint64), [2], 0)
+    _, npop = output_beats(cfg, beats, r)
+    assert npop[0]["user"] == 1 and npop[0]["keep"] == 3 and npop[1] == terminator_beat(2)

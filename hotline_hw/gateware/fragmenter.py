@@ -1,68 +1,93 @@
-"""The mini-batch fragmenter (first cut): lookup beats in, popular / non-popular micro-batch
-beats and gather requests out, bit-exact with ``golden.fragment.fragment`` +
-``golden.framing.pack_output_beats``.
+"""The mini-batch fragmenter: lookup beats in; popular and non-popular micro-batch beats and
+gather requests out, at one input beat per cycle. Bit-exact with ``golden.fragment.fragment``
+and the framing of ``golden.framing`` (``output_beats``).
 
-Micro-architecture (simple and sequential; throughput comes later)
-------------------------------------------------------------------
-* One input beat is held in a register and its keys (lanes with ``keep`` set, in lane order)
-  are translated **one key at a time**; ``lookups.ready`` is high only when the beat register
-  is free (and the internal CAM is not sweeping after reset/clear).
-* Per key: bad key -> ``OVERFLOW(key)`` (1 cycle); else position ``>= max_sample_lookups``
-  -> ``OVERFLOW(key)`` streamed straight to the non-popular output; else a CAM lookup on lane
-  0 of the internal :class:`PopularityCAM` (``LATENCY`` cycles): hit -> ``POPULAR(slot)``;
-  miss -> one read-compare-write of the de-dup table (1 cycle after the CAM result) ->
-  ``STAGED(index)`` or ``OVERFLOW(key)``, plus one gather request for a newly staged key.
-* Translated lookups of a sample are buffered in a ``max_sample_lookups``-entry memory. When
-  the sample ends its verdict is known and the buffer drains, one entry per cycle, into a
-  packer (``lanes`` entries per beat) and then a one-beat **hold** register per output: a
-  beat is held until the next beat of that output or the end of the mini-batch decides its
-  ``last`` bit. At the end of a mini-batch each output's held beat leaves with ``last`` (or,
-  if the output got no sample, an empty beat ``keep 0, user 0, last 1``).
-* A long sample: at its first excess lookup the buffered part drains to the non-popular
-  output, then every further lookup of the sample streams out as ``OVERFLOW(key)``.
-* De-dup table: ``dedup_sets`` words of ``dedup_ways`` x (valid, key, index) in a memory,
-  set = ``h3(key, SEED_DEDUP)``. It is **cleared by a sweep** (one set per cycle) at the end
-  of every mini-batch, during which the input is not ready. Ways fill in order.
+Pipeline
+--------
+1. **Input** (``lookups``): a beat is accepted when the meta FIFO has room (it counts every
+   beat in flight up to dispatch) and the CAM is not sweeping. Its ``lanes`` keys go to the
+   CAM at once; in the same cycle the beat's bookkeeping is computed and queued in the
+   **meta FIFO**: each lane's position in its sample (lookups past ``max_sample_lookups``
+   leave as ``OVERFLOW``), bad keys (table id >= ``num_tables``), the de-dup set of each key,
+   the sample id, and the framing (``user``, and ``last`` without ``user``, which closes the
+   open sample and is counted as a framing error). A beat that carries no key and ends
+   nothing is dropped. ``flush`` ends an open mini-batch as if a ``last`` beat had come (a
+   framing error: the stream stopped).
+2. **CAM** (external, ``cam_*`` ports, ``cam_latency`` cycles, every lane every cycle): the
+   results are queued in the **result FIFO**, in step with the meta FIFO.
+3. **Dispatch** (one beat per cycle): classifies each lane (``HIT``, ``OVERFLOW``, ``MISS``);
+   pushes the sample's verdict into the **verdict FIFO** as soon as it is known (at its first
+   lookup that is not a hit: non-popular; at its end: popular); pushes each miss into its
+   de-dup bank (:mod:`.dedup`, up to ``lanes`` misses a cycle over ``2 * lanes`` banks); and
+   pushes the beat into the **beat FIFO**, which holds it until its sample's verdict and its
+   misses' de-dup results are known. The first beat of a mini-batch waits until everything of
+   the previous one has left (about 10 cycles), then starts the banks' new mini-batch.
+4. **Retire** (one beat per cycle, in order): takes the beat's de-dup results; each new
+   row gets the next staging index (a prefix count over the beat's lanes), or ``OVERFLOW``
+   past ``staging_rows``; a repeated row takes its first occurrence's index (from the bank,
+   or from an earlier lane of the same beat); a row whose de-dup set is full leaves as
+   ``OVERFLOW``. The translated beat goes to the output FIFO of its sample's verdict, the
+   beat's newly staged rows to the gather FIFO (one beat, up to ``lanes`` requests), and the
+   statistics are counted. After a mini-batch's last beat each output gets a terminator
+   beat, and the staging bank advances (mini-batch ``n`` since reset uses bank
+   ``n % staging_banks``).
 
-Throughput: a CAM-looked-up key costs ``LATENCY + 1`` cycles (hit) or ``LATENCY + 2``
-(miss), a bad key 1 cycle, plus 1 cycle per buffered lookup to drain, ~3 cycles per sample
-and ``dedup_sets + 3`` cycles per mini-batch. Measured (``tests/gateware/test_fragmenter.py::
-test_throughput_first_cut``, tiny preset, full CAM with LATENCY 4, no idle or backpressure):
-0.125 keys/cycle at 1 lane (0.135 input beats/cycle), 0.149 keys/cycle at 4 lanes (0.064
-input beats/cycle). A hash CAM (LATENCY 7) is slower still.
+Throughput and latency
+----------------------
+With no backpressure the input takes one beat per cycle, also across samples, except: (a) the
+first beat of a mini-batch waits for the previous mini-batch to drain (``DRAIN_CYCLES``,
+about 10, per mini-batch; beats already accepted keep the input busy meanwhile); (b) a
+de-dup bank offered more misses than its queue holds (``lanes`` misses can land in one bank;
+on average a bank gets ``lanes * miss_rate / (2 * lanes)`` < 0.5 per cycle); (c) a repeated
+row whose first occurrence retired one or two cycles earlier waits for its index (one to
+three cycles). A popular sample's beats leave once its last beat is dispatched; other
+samples' beats leave as soon as their de-dup results are known. **Latency** from a sample's
+last input beat to its first output beat: at least :attr:`MiniBatchFragmenter.min_latency`
+cycles (``cam_latency + 7``) with no backpressure; it grows only while earlier beats still
+wait (a de-dup bank queue, a full output), never unboundedly: nothing waits for a later beat.
 
-Statistics outputs ``stat_<name>`` (``lookups`` would clash with the input port) are
-**cumulative since reset** (the sum of golden ``BatchCounters`` over the mini-batches).
-``staging_full``, ``dedup_full``, ``id_wraps`` and framing-error counters are not implemented.
-
-Lookups wait (``lookups.ready`` low) while the internal CAM is ``busy`` (its sweep after
-reset). Mini-batch ``n`` since reset uses bank ``n % staging_banks``.
+Statistics
+----------
+``stat_<name>`` (``Out(32)``, every name of :data:`STAT_NAMES`): totals over the completed
+mini-batches since reset; ``last_<name>``: the latest completed mini-batch. The names are the
+fields of ``golden.records.BatchCounters`` plus ``framing_errors`` and ``minibatches``.
+Event pulses ``ev_minibatch`` (a mini-batch completed), ``ev_bad_key``, ``ev_overflow``
+(a lookup left as OVERFLOW because staging or its de-dup set was full) and ``ev_framing``
+feed the status and interrupt registers.
 """
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
-from amaranth.lib.memory import Memory
+from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2
 
 from ..hashing import SEED_DEDUP
-from .cam import PopularityCAM, _priority
+from .cam import PopularityCAM
+from .dedup import KIND_DUP, KIND_FULL, KIND_NEW, BankGeometry, DedupBank
 from .hash import h3_expr
 
-__all__ = ["MiniBatchFragmenter", "TAG_POPULAR", "TAG_STAGED", "TAG_OVERFLOW"]
+__all__ = ["MiniBatchFragmenter", "FragmenterUnit", "STAT_NAMES", "TAG_POPULAR", "TAG_STAGED",
+           "TAG_OVERFLOW", "input_layout", "output_layout", "gather_layout", "lookup_layout"]
 
 TAG_POPULAR, TAG_STAGED, TAG_OVERFLOW = 1, 2, 3
 
+#: Statistics counters (``stat_<name>``, ``last_<name>``).
 STAT_NAMES = ("lookups", "hits", "popular_samples", "nonpopular_samples", "staged_rows",
-              "overflows", "bad_keys", "long_samples")
+              "overflows", "bad_keys", "long_samples", "staging_full", "dedup_full", "id_wraps",
+              "framing_errors", "minibatches")
 
-
-def lookup_layout(cfg):
-    return data.StructLayout({"tag": 2, "value": value_bits(cfg)})
+# lane kinds between dispatch and retire
+K_NONE, K_HIT, K_OVF, K_MISS = 0, 1, 2, 3
 
 
 def value_bits(cfg):
     return max(cfg.key_bits, cfg.slot_bits, cfg.staging_index_bits)
+
+
+def lookup_layout(cfg):
+    """A translated lookup: ``tag`` (1 POPULAR, 2 STAGED, 3 OVERFLOW, 0 empty lane), ``value``."""
+    return data.StructLayout({"tag": 2, "value": value_bits(cfg)})
 
 
 def input_layout(cfg):
@@ -77,310 +102,564 @@ def output_layout(cfg):
         "keep": cfg.lanes, "user": 1, "last": 1})
 
 
+def bank_bits(cfg):
+    return max(1, ceil_log2(cfg.staging_banks))
+
+
 def gather_layout(cfg):
-    return data.StructLayout({"key": cfg.key_bits,
-                              "bank": max(1, ceil_log2(cfg.staging_banks)),
-                              "index": cfg.staging_index_bits})
+    """A gather beat: up to ``lanes`` requests of one mini-batch: lane ``i`` (``keep`` bit
+    ``i``) asks for the row of ``keys[i]`` at index ``indices[i]`` of staging bank ``bank``.
+    Requests are in index order: lane order within a beat, beat order."""
+    return data.StructLayout({"bank": bank_bits(cfg),
+                              "keys": data.ArrayLayout(cfg.key_bits, cfg.lanes),
+                              "indices": data.ArrayLayout(cfg.staging_index_bits, cfg.lanes),
+                              "keep": cfg.lanes})
+
+
+def _popcount(bits):
+    bits = list(bits)
+    total = Const(0, 1)
+    for b in bits:
+        total = total + b
+    return total
+
+
+def _pow2_at_least(n):
+    return 1 << ceil_log2(max(2, n))
 
 
 class MiniBatchFragmenter(wiring.Component):
-    """See the module docstring. Ports: ``lookups`` (in), ``popular``, ``nonpopular``,
-    ``gather`` (out), ``cam_write`` (the internal CAM's host write port), ``cam_busy``,
-    and the statistics counters ``stat_<name>`` for every name of ``STAT_NAMES`` (the
-    ``golden.records.BatchCounters`` fields; ``Out(32)`` each, cumulative since reset)."""
+    """The fragmenter without its CAM (see the module docstring).
 
-    def __init__(self, cfg):
+    Parameters
+    ----------
+    cfg : HotlineConfig
+    cam_latency : int
+        Cycles from ``cam_lookup_valid`` to ``cam_result_valid`` (``PopularityCAM.LATENCY``).
+
+    Members
+    -------
+    lookups : In(stream of ``input_layout``)
+        ``keys`` (``lanes`` keys), ``keep`` (one bit per lane), ``user`` (last beat of a
+        sample), ``last`` (last beat of a mini-batch).
+    popular, nonpopular : Out(stream of ``output_layout``)
+        ``sample_id``, ``lookups`` (``lanes`` translated lookups), ``keep``, ``user``,
+        ``last`` (only on the terminator beat); see ``golden.framing``.
+    gather : Out(stream of ``gather_layout``)
+        Gather requests of newly staged rows.
+    cam_lookup_valid, cam_lookup_keys : Out
+        To the CAM's lookup lanes (every lane of every accepted beat is looked up).
+    cam_result_valid, cam_result_hit, cam_result_slot : In
+        From the CAM, ``cam_latency`` cycles later.
+    cam_busy : In(1)
+        The CAM is sweeping: no beat is accepted.
+    flush : In(1)
+        Pulse: end the open mini-batch now (the stream stopped); counted as a framing error.
+        No effect when no mini-batch is open.
+    busy : Out(1)
+        A beat is in flight (accepted, not yet retired) or a mini-batch is open.
+    stat_<name>, last_<name> : Out(32)
+        Statistics (module docstring).
+    ev_minibatch, ev_bad_key, ev_overflow, ev_framing : Out(1)
+        One-cycle event pulses.
+    """
+
+    def __init__(self, cfg, cam_latency):
         self.cfg = cfg
+        self.cam_latency = cam_latency
+        self.geo = BankGeometry(cfg)
+        L, kb, sb = cfg.lanes, cfg.key_bits, cfg.slot_bits
         ports = {
             "lookups": In(stream.Signature(input_layout(cfg))),
             "popular": Out(stream.Signature(output_layout(cfg))),
             "nonpopular": Out(stream.Signature(output_layout(cfg))),
             "gather": Out(stream.Signature(gather_layout(cfg))),
-            "cam_write": In(stream.Signature(data.StructLayout(
-                {"slot": cfg.slot_bits, "key": cfg.key_bits, "used": 1}))),
-            "cam_busy": Out(1),
+            "cam_lookup_valid": Out(L),
+            "cam_lookup_keys": Out(data.ArrayLayout(kb, L)),
+            "cam_result_valid": In(L),
+            "cam_result_hit": In(L),
+            "cam_result_slot": In(data.ArrayLayout(sb, L)),
+            "cam_busy": In(1),
+            "flush": In(1),
+            "busy": Out(1),
+            "ev_minibatch": Out(1),
+            "ev_bad_key": Out(1),
+            "ev_overflow": Out(1),
+            "ev_framing": Out(1),
         }
         for n in STAT_NAMES:
             ports["stat_" + n] = Out(32)
+            ports["last_" + n] = Out(32)
         super().__init__(ports)
 
+    @property
+    def min_latency(self):
+        """Cycles from a sample's last input beat to its first output beat, no backpressure."""
+        return self.cam_latency + 7
+
     def elaborate(self, platform):
-        cfg = self.cfg
+        cfg, geo = self.cfg, self.geo
         m = Module()
-        lanes, kb = cfg.lanes, cfg.key_bits
+        L, kb, sb = cfg.lanes, cfg.key_bits, cfg.slot_bits
+        ib, vb = cfg.staging_index_bits, value_bits(cfg)
         msl = cfg.max_sample_lookups
-        vb = value_bits(cfg)
-        ib = cfg.staging_index_bits
-        lk_layout = lookup_layout(cfg)
-        out_layout = output_layout(cfg)
+        B, bb = geo.banks, geo.bank_bits
+        sidb = cfg.sample_id_bits
+        nbad = bits_for(L)
 
-        m.submodules.cam = cam = PopularityCAM(cfg)
-        wiring.connect(m, wiring.flipped(self.cam_write), cam.write)
-        m.d.comb += self.cam_busy.eq(cam.busy)
+        # ================================================================ 1. input =====
+        meta_layout = data.StructLayout({
+            "keys": data.ArrayLayout(kb, L),
+            "keep": L,
+            "ovf": L,             # bad key or past max_sample_lookups
+            "bank": data.ArrayLayout(max(1, bb), L),
+            "lset": data.ArrayLayout(max(1, geo.lset_bits), L),
+            "user": 1, "last": 1, "has_sample": 1, "first": 1,
+            "sid": sidb, "bad_n": nbad, "long_end": 1, "ferr": 1, "idwrap": 1,
+        })
+        fifo_depth = _pow2_at_least(2 * (self.cam_latency + 4))
+        m.submodules.metaf = metaf = SyncFIFOBuffered(width=meta_layout.size, depth=fifo_depth)
+        res_layout = data.StructLayout({"hit": L, "slot": data.ArrayLayout(sb, L)})
+        m.submodules.resf = resf = SyncFIFOBuffered(width=res_layout.size, depth=fifo_depth)
 
-        # --- input beat register -------------------------------------------------------
-        b_keys = Signal(data.ArrayLayout(kb, lanes))
-        b_keep = Signal(lanes)
-        b_user = Signal()
-        b_last = Signal()
+        p = self.lookups.payload
+        spos = Signal(range(msl + 1))        # lookups of the open sample (saturates at msl)
+        s_open = Signal()                    # the open sample has a key
+        s_long = Signal()                    # ... and a lookup past msl
+        b_open = Signal()                    # a mini-batch is open (a beat since `last`)
+        sid = Signal(sidb)
+        scount = Signal(sidb + 2)            # samples begun in this mini-batch (saturating)
 
-        cur_key = Signal(kb)                      # key of the lowest kept lane
-        cur_onehot = Signal(lanes)
-        for i in reversed(range(lanes)):          # the lowest lane's statements come last
-            with m.If(b_keep[i]):
-                m.d.comb += [cur_key.eq(b_keys[i]), cur_onehot.eq(1 << i)]
-        cur_bad = Signal()
-        m.d.comb += cur_bad.eq((cur_key >> cfg.row_bits) >= cfg.num_tables)
+        inject = Signal()                    # flush: a synthetic `last` beat
+        m.d.comb += inject.eq(self.flush & b_open & metaf.w_rdy)
+        m.d.comb += self.lookups.ready.eq(metaf.w_rdy & ~self.cam_busy & ~inject)
+        take = Signal()
+        m.d.comb += take.eq(self.lookups.valid & self.lookups.ready)
 
-        k_key = Signal(kb)                        # the key being translated
+        keep = Signal(L)
+        user_in = Signal()
+        last_in = Signal()
+        with m.If(inject):
+            m.d.comb += [keep.eq(0), user_in.eq(0), last_in.eq(1)]
+        with m.Else():
+            m.d.comb += [keep.eq(p.keep), user_in.eq(p.user), last_in.eq(p.last)]
 
-        # --- sample state ---------------------------------------------------------------
-        pos = Signal(range(msl + 1))              # buffered lookups of the open sample
-        long_ = Signal()                          # the open sample is long (buffer drained)
-        nonpop = Signal()                         # the open sample has a non-POPULAR lookup
-        sid = Signal(cfg.sample_id_bits)
-        bank = Signal(max(1, ceil_log2(cfg.staging_banks)))
-        staged = Signal(ib + 1)                   # rows staged in this mini-batch
-        sel = Signal()                            # output of the sample being drained (1: np)
-        opened = Signal()
-        m.d.comb += opened.eq((pos != 0) | long_)
-
-        # --- statistics -----------------------------------------------------------------
-        stats = {n: getattr(self, "stat_" + n) for n in STAT_NAMES}
-
-        def inc(name, cond=1):
-            m.d.sync += stats[name].eq(stats[name] + cond)
-
-        # --- sample buffer --------------------------------------------------------------
-        m.submodules.sbuf = sbuf = Memory(shape=lk_layout, depth=msl, init=[])
-        sb_w = sbuf.write_port()
-        sb_r = sbuf.read_port(transparent_for=())
-        m.d.comb += sb_w.addr.eq(pos)
-        rd_i = Signal(range(msl))
-        m.d.comb += sb_r.addr.eq(rd_i)
-
-        def buf_write(tag, value):
-            m.d.comb += [sb_w.en.eq(1), sb_w.data.tag.eq(tag), sb_w.data.value.eq(value)]
-            m.d.sync += pos.eq(pos + 1)
-            if tag != TAG_POPULAR:
-                m.d.sync += nonpop.eq(1)
-                if tag == TAG_OVERFLOW:
-                    inc("overflows")
-
-        # --- de-dup table ---------------------------------------------------------------
-        ways = cfg.dedup_ways
-        dset_bits = cfg.dedup_set_bits
-        dd_entry = data.StructLayout({"valid": 1, "key": kb, "index": ib})
-        dd_word = data.ArrayLayout(dd_entry, ways)
-        m.submodules.dedup = dmem = Memory(shape=dd_word, depth=cfg.dedup_sets, init=[])
-        dd_w = dmem.write_port(granularity=1)
-        dd_r = dmem.read_port(transparent_for=())
-        k_set = h3_expr(k_key, SEED_DEDUP, kb, dset_bits)
-        if dset_bits:
-            sweep_i = Signal(dset_bits)
-            sweep_last = sweep_i == cfg.dedup_sets - 1
-        else:
-            sweep_i, sweep_last = Const(0, 0), Const(1)
-        m.d.comb += [dd_r.addr.eq(k_set), dd_w.addr.eq(k_set)]
-        word = dd_r.data
-        match_any, _, match_idx = _priority(
-            [word[w].valid & (word[w].key == k_key) for w in range(ways)],
-            [word[w].index for w in range(ways)])
-        free_any, free_way, _ = _priority([~word[w].valid for w in range(ways)])
-        staging_full = staged == cfg.staging_rows
-
-        # --- gather output register ---------------------------------------------------
-        g_free = ~self.gather.valid | self.gather.ready
-        with m.If(self.gather.valid & self.gather.ready):
-            m.d.sync += self.gather.valid.eq(0)
-
-        # --- per-output hold + output register -------------------------------------------
-        outs = [self.popular, self.nonpopular]
-        h_valid = [Signal(name=f"h_valid{p}") for p in range(2)]
-        h_beat = [Signal(out_layout, name=f"h_beat{p}") for p in range(2)]
-        out_free = [~o.valid | o.ready for o in outs]
-        hold_can = [~h_valid[p] | out_free[p] for p in range(2)]
-        hold_in = [Signal(name=f"hold_in{p}") for p in range(2)]
-        flush_req = [Signal(name=f"flush_req{p}") for p in range(2)]
-        emit_beat = Signal(out_layout)
-
-        for p, o in enumerate(outs):
-            flush = flush_req[p] & out_free[p]
-            with m.If((hold_in[p] & h_valid[p]) | flush):
-                m.d.sync += [o.valid.eq(1), o.payload.eq(h_beat[p])]
-                with m.If(flush):
-                    m.d.sync += o.payload.last.eq(1)
-                    with m.If(~h_valid[p]):
-                        m.d.sync += o.payload.eq(0)
-                        m.d.sync += o.payload.last.eq(1)
-            with m.Elif(o.valid & o.ready):
-                m.d.sync += o.valid.eq(0)
-            with m.If(hold_in[p]):
-                m.d.sync += [h_valid[p].eq(1), h_beat[p].eq(emit_beat)]
-            with m.Elif(flush):
-                m.d.sync += h_valid[p].eq(0)
-
-        # --- packer -----------------------------------------------------------------------
-        acc = Signal(data.ArrayLayout(lk_layout, lanes))
-        cnt = Signal(range(lanes + 1))
-        pk_push = Signal()
-        pk_end = Signal()
-        pk_entry = Signal(lk_layout)
-        pk_ack = Signal()
-        emit = Signal()
+        meta = Signal(meta_layout)
+        wide = bits_for(msl + L)
+        excess, bads = [], []
+        for i in range(L):
+            pos = Signal(wide, name=f"pos{i}")
+            m.d.comb += pos.eq(spos + _popcount(keep[j] for j in range(i)))
+            bad = Signal(name=f"bad{i}")
+            m.d.comb += bad.eq(keep[i] & ((p.keys[i] >> cfg.row_bits) >= cfg.num_tables))
+            ex = Signal(name=f"excess{i}")
+            m.d.comb += ex.eq(keep[i] & (pos >= msl))
+            excess.append(ex)
+            bads.append(bad)
+            m.d.comb += meta.ovf[i].eq(bad | ex)
+            dset = h3_expr(p.keys[i], SEED_DEDUP, kb, cfg.dedup_set_bits)
+            if bb:
+                m.d.comb += meta.bank[i].eq(dset[:bb])
+            if geo.lset_bits:
+                m.d.comb += meta.lset[i].eq(dset[bb:])
+        n_bad = _popcount(bads)
+        any_excess = Cat(*excess).any()
+        user_eff = Signal()
+        ferr = Signal()
         m.d.comb += [
-            emit.eq(pk_end | (pk_push & (cnt == lanes))),
-            pk_ack.eq(~emit | Mux(sel, hold_can[1], hold_can[0])),
-            emit_beat.sample_id.eq(sid),
-            emit_beat.keep.eq(Cat(cnt > i for i in range(lanes))),
-            emit_beat.user.eq(pk_end),
-            emit_beat.last.eq(0),
-            hold_in[0].eq(emit & pk_ack & ~sel),
-            hold_in[1].eq(emit & pk_ack & sel),
+            user_eff.eq(user_in | (last_in & (s_open | (keep != 0)))),
+            ferr.eq(inject | (last_in & ~user_in & (s_open | (keep != 0)))),
         ]
-        for i in range(lanes):
-            m.d.comb += emit_beat.lookups[i].eq(Mux(cnt > i, acc[i], 0))
-        with m.If(pk_push & pk_ack):
-            with m.If(cnt == lanes):
-                m.d.sync += [acc[0].eq(pk_entry), cnt.eq(1)]
+        scount_next = Signal(sidb + 2)
+        cap = (1 << sidb) + 1
+        m.d.comb += scount_next.eq(Mux(user_eff & (scount < cap), scount + 1, scount))
+        m.d.comb += [
+            meta.keys.eq(p.keys),
+            meta.keep.eq(keep),
+            meta.user.eq(user_eff),
+            meta.last.eq(last_in),
+            meta.has_sample.eq((keep != 0) | user_eff),
+            meta.first.eq(~b_open),
+            meta.sid.eq(sid),
+            meta.bad_n.eq(n_bad),
+            meta.long_end.eq(user_eff & (s_long | any_excess)),
+            meta.ferr.eq(ferr),
+            meta.idwrap.eq(last_in & (scount_next > (1 << sidb))),
+        ]
+        pure_nothing = (keep == 0) & ~user_in & ~last_in      # carries nothing: dropped
+        push = Signal()
+        m.d.comb += [
+            push.eq((take & ~pure_nothing) | inject),
+            metaf.w_en.eq(push),
+            metaf.w_data.eq(meta),
+            self.cam_lookup_valid.eq(Mux(push, (1 << L) - 1, 0)),
+            self.cam_lookup_keys.eq(p.keys),
+        ]
+        with m.If(push):
+            cnt = _popcount(keep[i] for i in range(L))
+            m.d.sync += [
+                b_open.eq(~last_in),
+                scount.eq(Mux(last_in, 0, scount_next)),
+            ]
+            with m.If(user_eff):
+                m.d.sync += [spos.eq(0), s_open.eq(0), s_long.eq(0), sid.eq(sid + 1)]
             with m.Else():
-                for i in range(lanes):
-                    with m.If(cnt == i):
-                        m.d.sync += acc[i].eq(pk_entry)
-                m.d.sync += cnt.eq(cnt + 1)
-        with m.If(pk_end & pk_ack):
-            m.d.sync += cnt.eq(0)
+                m.d.sync += [spos.eq(Mux(spos + cnt > msl, msl, spos + cnt)),
+                             s_open.eq(s_open | (keep != 0)),
+                             s_long.eq(s_long | any_excess)]
+            with m.If(last_in):
+                m.d.sync += sid.eq(0)
 
-        # --- control --------------------------------------------------------------------
-        with m.FSM():
-            with m.State("IDLE"):
-                m.d.comb += self.lookups.ready.eq(~cam.busy)
-                with m.If(self.lookups.valid & ~cam.busy):
-                    p = self.lookups.payload
-                    m.d.sync += [b_keys.eq(p.keys), b_keep.eq(p.keep), b_user.eq(p.user),
-                                 b_last.eq(p.last)]
-                    m.next = "KEY"
+        # ================================================================ 2. CAM results
+        rin = Signal(res_layout)
+        m.d.comb += [rin.hit.eq(self.cam_result_hit), rin.slot.eq(self.cam_result_slot),
+                     resf.w_en.eq(self.cam_result_valid[0]), resf.w_data.eq(rin)]
 
-            with m.State("KEY"):
-                with m.If(b_keep == 0):
-                    with m.If(b_user | (b_last & opened)):
-                        m.next = "END"
-                    with m.Elif(b_last):
-                        m.next = "FLUSH_P"
+        # ================================================================ 3. dispatch ==
+        beat_layout = data.StructLayout({
+            "kind": data.ArrayLayout(2, L),
+            "value": data.ArrayLayout(vb, L),
+            "bank": data.ArrayLayout(max(1, bb), L),
+            "user": 1, "last": 1, "has_sample": 1, "sid": sidb, "bad_n": nbad,
+            "long_end": 1, "ferr": 1, "idwrap": 1,
+        })
+        beat_depth = _pow2_at_least(-(-msl // L) + 8)
+        m.submodules.beatf = beatf = SyncFIFOBuffered(width=beat_layout.size, depth=beat_depth)
+        m.submodules.verdf = verdf = SyncFIFOBuffered(width=1, depth=beat_depth)
+
+        banks = []
+        for b in range(B):
+            bank = DedupBank(cfg, geo, b)
+            m.submodules[f"dedup{b}"] = bank
+            banks.append(bank)
+
+        dm = data.View(meta_layout, metaf.r_data)
+        dr = data.View(res_layout, resf.r_data)
+        kind = [Signal(2, name=f"d_kind{i}") for i in range(L)]
+        for i in range(L):
+            m.d.comb += kind[i].eq(Mux(~dm.keep[i], K_NONE,
+                                       Mux(dm.ovf[i], K_OVF, Mux(dr.hit[i], K_HIT, K_MISS))))
+        miss = [kind[i] == K_MISS for i in range(L)]
+        nonhit = Cat(*[(kind[i] == K_OVF) | miss[i] for i in range(L)]).any()
+
+        def dbank(i):
+            return dm.bank[i] if bb else Const(0, 1)
+
+        # rank of each miss among the beat's misses to the same bank
+        rank = []
+        for i in range(L):
+            r = Signal(range(L), name=f"d_rank{i}")
+            m.d.comb += r.eq(_popcount(miss[j] & (dbank(j) == dbank(i)) for j in range(i)))
+            rank.append(r)
+        bank_ok = Signal()
+        oks = []
+        op_l = []
+        for i in range(L):
+            op = Signal(geo.op_layout(cfg), name=f"d_op{i}")
+            m.d.comb += op.key.eq(dm.keys[i])
+            if geo.lset_bits:
+                m.d.comb += op.lset.eq(dm.lset[i])
+            op_l.append(op)
+        d_need = []
+        for b, bank in enumerate(banks):
+            need = Signal(range(L + 1), name=f"d_need{b}")
+            m.d.comb += need.eq(_popcount(miss[i] & (dbank(i) == b) for i in range(L)))
+            d_need.append(need)
+            oks.append(bank.in_q.space >= need)
+            for i in range(L):
+                m.d.comb += [bank.in_q.wr_off[i].eq(rank[i]), bank.in_q.wr_data[i].eq(op_l[i])]
+        m.d.comb += bank_ok.eq(Cat(*oks).all())
+
+        # verdict of the open sample (at dispatch)
+        v_pushed = Signal()
+        v_push = Signal()
+        v_np = Signal()
+        m.d.comb += [
+            v_np.eq(nonhit),
+            v_push.eq(dm.has_sample & ~v_pushed & (nonhit | dm.user)),
+        ]
+
+        # mini-batch boundary: the first beat waits for the previous mini-batch to drain
+        all_idle = Signal()
+        retire_idle = Signal()
+        m.d.comb += all_idle.eq(Cat(*[bk.idle for bk in banks]).all() & (beatf.level == 0)
+                                & retire_idle)
+        started = Signal()
+        start_now = Signal()
+        m.d.comb += start_now.eq(metaf.r_rdy & dm.first & ~started & all_idle)
+        for bk in banks:
+            m.d.comb += bk.batch_start.eq(start_now)
+        with m.If(start_now):
+            m.d.sync += started.eq(1)
+
+        dispatch = Signal()
+        m.d.comb += dispatch.eq(metaf.r_rdy & resf.r_rdy & beatf.w_rdy & verdf.w_rdy & bank_ok
+                                & (~dm.first | started))
+        with m.If(dispatch & dm.first):
+            m.d.sync += started.eq(0)
+        m.d.comb += [metaf.r_en.eq(dispatch), resf.r_en.eq(dispatch),
+                     beatf.w_en.eq(dispatch), verdf.w_en.eq(dispatch & v_push),
+                     verdf.w_data.eq(v_np)]
+        for b, bank in enumerate(banks):
+            m.d.comb += bank.in_q.push_n.eq(Mux(dispatch, d_need[b], 0))
+            for i in range(L):
+                m.d.comb += bank.in_q.wr_en[i].eq(dispatch & miss[i] & (dbank(i) == b))
+        with m.If(dispatch):
+            with m.If(dm.user):
+                m.d.sync += v_pushed.eq(0)
+            with m.Elif(v_push):
+                m.d.sync += v_pushed.eq(1)
+        bw = Signal(beat_layout)
+        for i in range(L):
+            m.d.comb += [bw.kind[i].eq(kind[i]),
+                         bw.value[i].eq(Mux(kind[i] == K_HIT, dr.slot[i], dm.keys[i]))]
+            if bb:
+                m.d.comb += bw.bank[i].eq(dm.bank[i])
+        m.d.comb += [
+            bw.user.eq(dm.user), bw.last.eq(dm.last), bw.has_sample.eq(dm.has_sample),
+            bw.sid.eq(dm.sid), bw.bad_n.eq(dm.bad_n), bw.long_end.eq(dm.long_end),
+            bw.ferr.eq(dm.ferr), bw.idwrap.eq(dm.idwrap),
+            beatf.w_data.eq(bw),
+        ]
+
+        # ================================================================ 4. retire ====
+        out_layout = output_layout(cfg)
+        m.submodules.outp = outp = SyncFIFOBuffered(width=out_layout.size, depth=4)
+        m.submodules.outn = outn = SyncFIFOBuffered(width=out_layout.size, depth=4)
+        g_layout = gather_layout(cfg)
+        m.submodules.gathf = gathf = SyncFIFOBuffered(width=g_layout.size, depth=4)
+        for fifo, port in ((outp, self.popular), (outn, self.nonpopular), (gathf, self.gather)):
+            m.d.comb += [port.valid.eq(fifo.r_rdy), port.payload.eq(fifo.r_data),
+                         fifo.r_en.eq(port.ready)]
+
+        rb = data.View(beat_layout, beatf.r_data)
+        r_np = verdf.r_data[0]
+        rkind = [rb.kind[i] for i in range(L)]
+        rmiss = [rkind[i] == K_MISS for i in range(L)]
+
+        def rbank(i):
+            return rb.bank[i] if bb else Const(0, 1)
+
+        rrank = []
+        for i in range(L):
+            r = Signal(range(L), name=f"r_rank{i}")
+            m.d.comb += r.eq(_popcount(rmiss[j] & (rbank(j) == rbank(i)) for j in range(i)))
+            rrank.append(r)
+        res_l = geo.result_layout()
+        res = []
+        for i in range(L):
+            rs = Signal(res_l, name=f"r_res{i}")
+            if B > 1:
+                per_bank = Array([Array([bk.res_q.peek[k].as_value() for k in range(L)])[rrank[i]]
+                                  for bk in banks])
+                m.d.comb += rs.eq(per_bank[rb.bank[i]])
+            else:
+                m.d.comb += rs.eq(Array([banks[0].res_q.peek[k].as_value()
+                                         for k in range(L)])[rrank[i]])
+            res.append(rs)
+        avail_l = []
+        needs = []
+        for b, bk in enumerate(banks):
+            need = Signal(range(L + 1), name=f"r_need{b}")
+            m.d.comb += need.eq(_popcount(rmiss[i] & (rbank(i) == b) for i in range(L)))
+            needs.append(need)
+            avail_l.append(bk.res_q.level >= need)
+        avail = Cat(*avail_l).all()
+
+        scount_st = Signal(ib + 1)           # staging indices given in this mini-batch
+        new = [Signal(name=f"r_new{i}") for i in range(L)]
+        idx = [Signal(bits_for(cfg.staging_rows + L), name=f"r_idx{i}") for i in range(L)]
+        staged = [Signal(name=f"r_staged{i}") for i in range(L)]
+        newval = [Signal(geo.value_bits, name=f"r_newval{i}") for i in range(L)]
+        refused_flag = 1 << ib
+        for i in range(L):
+            m.d.comb += [
+                new[i].eq(rmiss[i] & (res[i].kind == KIND_NEW)),
+                idx[i].eq(scount_st + _popcount(new[j] for j in range(i))),
+                staged[i].eq(new[i] & (idx[i] < cfg.staging_rows)),
+                newval[i].eq(Mux(staged[i], idx[i], refused_flag)),
+            ]
+        dup_ok_l = []
+        tag = [Signal(2, name=f"r_tag{i}") for i in range(L)]
+        val = [Signal(vb, name=f"r_val{i}") for i in range(L)]
+        sfull = [Signal(name=f"r_sfull{i}") for i in range(L)]
+        dfull = [Signal(name=f"r_dfull{i}") for i in range(L)]
+        for i in range(L):
+            dup = rmiss[i] & (res[i].kind == KIND_DUP)
+            fwd = Const(0, 1)
+            fwd_val = Const(0, geo.value_bits)
+            for j in range(i):
+                mt = new[j] & (rbank(j) == rbank(i)) & (res[j].ord == res[i].ord)
+                fwd = fwd | mt
+                fwd_val = fwd_val | Mux(mt, newval[j], 0)
+            dup_ok_l.append(~dup | res[i].resolved | fwd)
+            dval = Signal(geo.value_bits, name=f"r_dval{i}")
+            m.d.comb += dval.eq(Mux(res[i].resolved, res[i].value, fwd_val))
+            dref = dval[ib]
+            with m.Switch(rkind[i]):
+                with m.Case(K_HIT):
+                    m.d.comb += [tag[i].eq(TAG_POPULAR), val[i].eq(rb.value[i])]
+                with m.Case(K_OVF):
+                    m.d.comb += [tag[i].eq(TAG_OVERFLOW), val[i].eq(rb.value[i])]
+                with m.Case(K_MISS):
+                    with m.If(staged[i]):
+                        m.d.comb += [tag[i].eq(TAG_STAGED), val[i].eq(idx[i][:ib])]
+                    with m.Elif(dup & ~dref):
+                        m.d.comb += [tag[i].eq(TAG_STAGED), val[i].eq(dval[:ib])]
                     with m.Else():
-                        m.next = "IDLE"
-                with m.Else():
-                    m.d.sync += [b_keep.eq(b_keep & ~cur_onehot), k_key.eq(cur_key)]
-                    inc("lookups")
-                    inc("bad_keys", cur_bad)
-                    with m.If(long_ | (pos == msl)):
-                        inc("overflows")
-                        m.d.sync += nonpop.eq(1)
-                        with m.If(long_):
-                            m.next = "PUSH_X"
-                        with m.Else():
-                            inc("long_samples")
-                            m.d.sync += [long_.eq(1), sel.eq(1)]
-                            m.next = "DRAIN_START"
-                    with m.Elif(cur_bad):
-                        buf_write(TAG_OVERFLOW, cur_key)
-                    with m.Else():
-                        m.d.comb += [cam.lookup_valid.eq(1), cam.lookup_keys[0].eq(cur_key)]
-                        m.next = "CAM_WAIT"
+                        m.d.comb += [tag[i].eq(TAG_OVERFLOW), val[i].eq(rb.value[i])]
+            m.d.comb += [
+                sfull[i].eq((new[i] & ~staged[i]) | (dup & dref)),
+                dfull[i].eq(rmiss[i] & (res[i].kind == KIND_FULL)),
+            ]
+        dup_ok = Cat(*dup_ok_l).all()
 
-            with m.State("CAM_WAIT"):
-                with m.If(cam.result_valid[0]):
-                    with m.If(cam.result_hit[0]):
-                        inc("hits")
-                        buf_write(TAG_POPULAR, cam.result_slot[0])
-                        m.next = "KEY"
-                    with m.Else():
-                        m.next = "DEDUP"
+        # write queues: the index of every new row, per bank, in lane order
+        rn = []                              # rank of a new row among the beat's new rows
+        for i in range(L):                   # of the same bank
+            r = Signal(range(L), name=f"r_rn{i}")
+            m.d.comb += r.eq(_popcount(new[j] & (rbank(j) == rbank(i)) for j in range(i)))
+            rn.append(r)
+        wq_ok_l = []
+        wq_n = []
+        for b, bk in enumerate(banks):
+            nn = Signal(range(L + 1), name=f"r_nnew{b}")
+            m.d.comb += nn.eq(_popcount(new[i] & (rbank(i) == b) for i in range(L)))
+            wq_n.append(nn)
+            wq_ok_l.append(bk.wq.space >= nn)
+            for i in range(L):
+                m.d.comb += [bk.wq.wr_off[i].eq(rn[i]), bk.wq.wr_data[i].eq(newval[i])]
+        wq_ok = Cat(*wq_ok_l).all()
 
-            with m.State("DEDUP"):
-                with m.If(match_any):
-                    buf_write(TAG_STAGED, match_idx)
-                    m.next = "KEY"
-                with m.Elif(staging_full | ~free_any):
-                    buf_write(TAG_OVERFLOW, k_key)
-                    m.next = "KEY"
-                with m.Elif(g_free):
-                    buf_write(TAG_STAGED, staged)
-                    for w in range(ways):
-                        m.d.comb += [dd_w.data[w].valid.eq(1), dd_w.data[w].key.eq(k_key),
-                                     dd_w.data[w].index.eq(staged)]
-                        with m.If(free_way == w):
-                            m.d.comb += dd_w.en[w].eq(1)
-                    m.d.sync += [
-                        staged.eq(staged + 1),
-                        self.gather.valid.eq(1),
-                        self.gather.payload.key.eq(k_key),
-                        self.gather.payload.bank.eq(bank),
-                        self.gather.payload.index.eq(staged),
-                    ]
-                    inc("staged_rows")
-                    m.next = "KEY"
+        g_keep = Cat(*staged)
+        term_pending = Signal()
+        out_rdy = Mux(r_np, outn.w_rdy, outp.w_rdy)
+        retire = Signal()
+        m.d.comb += retire.eq(beatf.r_rdy & ~term_pending & (~rb.has_sample | verdf.r_rdy)
+                              & avail & dup_ok & wq_ok & ((g_keep == 0) | gathf.w_rdy)
+                              & (~rb.has_sample | out_rdy))
+        m.d.comb += [beatf.r_en.eq(retire), verdf.r_en.eq(retire & rb.has_sample & rb.user)]
+        for b, bk in enumerate(banks):
+            m.d.comb += [bk.res_q.pop_n.eq(Mux(retire, needs[b], 0)),
+                         bk.wq.push_n.eq(Mux(retire, wq_n[b], 0))]
+            for i in range(L):
+                m.d.comb += bk.wq.wr_en[i].eq(retire & new[i] & (rbank(i) == b))
+        m.d.comb += retire_idle.eq(~beatf.r_rdy & ~term_pending & ~verdf.r_rdy)
 
-            with m.State("PUSH_X"):
-                m.d.comb += [pk_push.eq(1), pk_entry.tag.eq(TAG_OVERFLOW),
-                             pk_entry.value.eq(k_key)]
-                with m.If(pk_ack):
-                    m.next = "KEY"
+        sbank = Signal(bank_bits(cfg))       # staging bank of this mini-batch
+        ob = Signal(out_layout)
+        for i in range(L):
+            m.d.comb += [ob.lookups[i].tag.eq(tag[i]), ob.lookups[i].value.eq(val[i])]
+        m.d.comb += [
+            ob.sample_id.eq(rb.sid),
+            ob.keep.eq(Cat(*[rkind[i] != K_NONE for i in range(L)])),
+            ob.user.eq(rb.user),
+            ob.last.eq(0),
+        ]
+        term = Signal(out_layout)
+        m.d.comb += term.last.eq(1)
+        do_term = Signal()
+        m.d.comb += do_term.eq(term_pending & outp.w_rdy & outn.w_rdy)
+        m.d.comb += [
+            outp.w_en.eq((retire & rb.has_sample & ~r_np) | do_term),
+            outn.w_en.eq((retire & rb.has_sample & r_np) | do_term),
+            outp.w_data.eq(Mux(do_term, term, ob)),
+            outn.w_data.eq(Mux(do_term, term, ob)),
+        ]
+        gb = Signal(g_layout)
+        for i in range(L):
+            m.d.comb += [gb.keys[i].eq(rb.value[i][:kb]), gb.indices[i].eq(idx[i][:ib])]
+        m.d.comb += [gb.bank.eq(sbank), gb.keep.eq(g_keep),
+                     gathf.w_en.eq(retire & (g_keep != 0)), gathf.w_data.eq(gb)]
 
-            with m.State("END"):
-                m.d.sync += sel.eq(nonpop)
-                with m.If(nonpop):
-                    inc("nonpopular_samples")
-                with m.Else():
-                    inc("popular_samples")
-                with m.If(long_):
-                    m.next = "END_EMIT"
-                with m.Else():
-                    m.next = "DRAIN_START"
+        n_new = _popcount(new)
+        with m.If(retire):
+            m.d.sync += scount_st.eq(Mux(scount_st + n_new > cfg.staging_rows,
+                                         cfg.staging_rows, scount_st + n_new))
+            with m.If(rb.last):
+                m.d.sync += term_pending.eq(1)
 
-            with m.State("DRAIN_START"):
-                m.d.sync += rd_i.eq(0)
-                m.d.comb += sb_r.addr.eq(0)
-                with m.If(pos == 0):
-                    m.next = "END_EMIT"
-                with m.Else():
-                    m.next = "DRAIN"
+        # ---- statistics ----------------------------------------------------------------
+        per_beat = {
+            "lookups": _popcount(rkind[i] != K_NONE for i in range(L)),
+            "hits": _popcount(rkind[i] == K_HIT for i in range(L)),
+            "popular_samples": rb.has_sample & rb.user & ~r_np,
+            "nonpopular_samples": rb.has_sample & rb.user & r_np,
+            "staged_rows": _popcount(staged),
+            "overflows": _popcount(tag[i] == TAG_OVERFLOW for i in range(L)),
+            "bad_keys": rb.bad_n,
+            "long_samples": rb.long_end,
+            "staging_full": _popcount(sfull),
+            "dedup_full": _popcount(dfull),
+            "id_wraps": rb.idwrap,
+            "framing_errors": rb.ferr,
+            "minibatches": Const(0, 1),
+        }
+        batch = {n: Signal(32, name=f"batch_{n}") for n in STAT_NAMES}
+        with m.If(retire):
+            for n in STAT_NAMES:
+                m.d.sync += batch[n].eq(batch[n] + per_beat[n])
+        with m.If(do_term):
+            m.d.sync += [term_pending.eq(0), scount_st.eq(0), sbank.eq(sbank + 1)]
+            if cfg.staging_banks == 1:
+                m.d.sync += sbank.eq(0)
+            for n in STAT_NAMES:
+                tot = getattr(self, "stat_" + n)
+                lst = getattr(self, "last_" + n)
+                if n == "minibatches":
+                    m.d.sync += [tot.eq(tot + 1), lst.eq(1)]
+                else:
+                    m.d.sync += [tot.eq(tot + batch[n]), lst.eq(batch[n]), batch[n].eq(0)]
+        m.d.comb += [
+            self.ev_minibatch.eq(do_term),
+            self.ev_bad_key.eq(retire & (rb.bad_n != 0)),
+            self.ev_overflow.eq(retire & (Cat(*sfull).any() | Cat(*dfull).any())),
+            self.ev_framing.eq(retire & rb.ferr),
+            self.busy.eq(b_open | metaf.r_rdy | (metaf.level != 0) | ~all_idle),
+        ]
+        return m
 
-            with m.State("DRAIN"):
-                m.d.comb += [pk_push.eq(1), pk_entry.eq(sb_r.data)]
-                with m.If(pk_ack):
-                    m.d.comb += sb_r.addr.eq(rd_i + 1)
-                    m.d.sync += rd_i.eq(rd_i + 1)
-                    with m.If(rd_i == pos - 1):
-                        with m.If(long_):
-                            m.next = "PUSH_X"
-                        with m.Else():
-                            m.next = "END_EMIT"
 
-            with m.State("END_EMIT"):
-                m.d.comb += pk_end.eq(1)
-                with m.If(pk_ack):
-                    m.d.sync += [sid.eq(sid + 1), pos.eq(0), long_.eq(0), nonpop.eq(0)]
-                    with m.If(b_last):
-                        m.next = "FLUSH_P"
-                    with m.Else():
-                        m.next = "IDLE"
+class FragmenterUnit(wiring.Component):
+    """:class:`MiniBatchFragmenter` with its own :class:`PopularityCAM`: the unit the tests
+    and benchmarks build. Members: those of the fragmenter, minus the ``cam_*`` lanes, plus
+    ``cam_write`` (the CAM's host write port) and ``cam_busy`` (the CAM is sweeping)."""
 
-            with m.State("FLUSH_P"):
-                m.d.comb += flush_req[0].eq(1)
-                with m.If(out_free[0]):
-                    m.next = "FLUSH_N"
+    def __init__(self, cfg):
+        self.cfg = cfg
+        self._cam = PopularityCAM(cfg)
+        self._frag = MiniBatchFragmenter(cfg, self._cam.LATENCY)
+        members = {n: v for n, v in self._frag.signature.members.items()
+                   if not n.startswith("cam_") and n != "flush"}
+        members["flush"] = In(1)
+        members["cam_write"] = self._cam.signature.members["write"]
+        members["cam_busy"] = Out(1)
+        super().__init__(members)
 
-            with m.State("FLUSH_N"):
-                m.d.comb += flush_req[1].eq(1)
-                with m.If(out_free[1]):
-                    m.next = "SWEEP"
+    @property
+    def min_latency(self):
+        return self._frag.min_latency
 
-            with m.State("SWEEP"):
-                m.d.comb += [dd_w.addr.eq(sweep_i), dd_w.en.eq(-1), dd_w.data.eq(0)]
-                if dset_bits:
-                    m.d.sync += sweep_i.eq(sweep_i + 1)
-                with m.If(sweep_last):
-                    m.d.sync += [bank.eq(bank + 1), staged.eq(0), sid.eq(0)]
-                    m.next = "IDLE"
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.cam = cam = self._cam
+        m.submodules.frag = frag = self._frag
+        wiring.connect(m, wiring.flipped(self.cam_write), cam.write)
+        m.d.comb += [
+            self.cam_busy.eq(cam.busy),
+            cam.lookup_valid.eq(frag.cam_lookup_valid),
+            cam.lookup_keys.eq(frag.cam_lookup_keys),
+            frag.cam_result_valid.eq(cam.result_valid),
+            frag.cam_result_hit.eq(cam.result_hit),
+            frag.cam_result_slot.eq(cam.result_slot),
+            frag.cam_busy.eq(cam.busy),
+            frag.flush.eq(self.flush),
+        ]
+        for name in ("lookups",):
+            wiring.connect(m, wiring.flipped(getattr(self, name)), getattr(frag, name))
+        for name in ("popular", "nonpopular", "gather"):
+            wiring.connect(m, getattr(frag, name), wiring.flipped(getattr(self, name)))
+        for name in self._frag.signature.members:
+            if name.startswith(("stat_", "last_", "ev_")) or name == "busy":
+                m.d.comb += getattr(self, name).eq(getattr(frag, name))
         return m

@@ -1,29 +1,28 @@
-"""The mini-batch fragmenter against golden ``fragment()`` + ``pack_output_beats()``: framed
-mini-batches with random idle cycles on the input and random backpressure on both outputs
-and the gather stream; every output beat, gather request and statistic is compared."""
+"""The mini-batch fragmenter (with its CAM) against ``golden.framing.fragment_stream``:
+framed mini-batches with random idle cycles on the input and random backpressure on both
+outputs and the gather stream; every output beat, gather request and statistic is compared."""
 import random
 
 import numpy as np
 import pytest
-from amaranth.back import verilog
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
 from golden.cam import Cam
-from golden.fragment import fragment
-from golden.framing import frame_lookup_beats, pack_output_beats, parse_lookup_beats
+from golden.framing import frame_lookup_beats, fragment_stream
 from golden.records import BatchCounters
 from hotline_hw.config import preset
-from hotline_hw.gateware.fragmenter import STAT_NAMES, MiniBatchFragmenter
+from hotline_hw.gateware.fragmenter import STAT_NAMES, FragmenterUnit
 from hotline_hw.gateware.models import stream_sink
 
 
-def make_cfg(lanes, kind="full", staging_rows=8):
+def make_cfg(lanes, kind="full", staging_rows=8, **kw):
     extra = {}
     if kind == "hash":
         extra = dict(cam_kind="hash", cam_entries=32, cam_ways=4)
-    return preset("tiny", lanes=lanes, max_sample_lookups=max(lanes, 6), staging_rows=staging_rows,
-                  dedup_sets=4, dedup_ways=2, **extra)
+    base = dict(lanes=lanes, max_sample_lookups=max(lanes, 6), staging_rows=staging_rows,
+                dedup_sets=8, dedup_ways=2)
+    return preset("tiny", **{**base, **extra, **kw})
 
 
 def make_cam(cfg, pool, rng):
@@ -46,8 +45,8 @@ def make_cam(cfg, pool, rng):
     return cam, writes
 
 
-def make_beats(cfg, rng, nprng, n_batches):
-    pool = [rng.randrange(1 << cfg.key_bits) for _ in range(40)]
+def make_beats(cfg, rng, nprng, n_batches, *, pool_size=40, mid_sample_end=0.2):
+    pool = [rng.randrange(1 << cfg.key_bits) for _ in range(pool_size)]
     beats = []
     for b in range(n_batches):
         n_samples = rng.choice([0, 1, 3, 6, 10])
@@ -59,27 +58,10 @@ def make_beats(cfg, rng, nprng, n_batches):
                             else rng.randrange(1 << cfg.key_bits) for _ in range(n)])
         mb = frame_lookup_beats(samples, cfg.lanes, rng=nprng, hole_prob=0.2,
                                 empty_end_prob=0.2)
-        if rng.random() < 0.2 and mb[-1]["keep"]:
+        if rng.random() < mid_sample_end and mb[-1]["keep"]:
             mb[-1]["user"] = 0                     # `last` closes the open sample
         beats += mb
     return pool, beats
-
-
-def expected(cfg, cam, beats):
-    parsed = parse_lookup_beats(beats, cfg.lanes)
-    assert parsed.unterminated == 0
-    pop, npop, gath = [], [], []
-    tot = BatchCounters()
-    for n, batch in enumerate(parsed.minibatches):
-        keys = np.array([k for s in batch for k in s], dtype=np.uint64)
-        lengths = np.array([len(s) for s in batch], dtype=np.int64)
-        bank = n % cfg.staging_banks
-        r = fragment(cfg, cam, keys, lengths, bank)
-        pop += pack_output_beats(r.popular, cfg.lanes)
-        npop += pack_output_beats(r.nonpopular, cfg.lanes)
-        gath += [(int(k), bank, int(i)) for k, i in zip(r.gather_keys, r.gather_indices)]
-        tot += r.counters
-    return pop, npop, gath, tot
 
 
 def out_beat(p, lanes):
@@ -88,22 +70,23 @@ def out_beat(p, lanes):
             "keep": p.keep, "user": p.user, "last": p.last}
 
 
-def run(cfg, seed, n_batches=6, idle=0.3, stall=0.3):
-    rng = random.Random(seed)
-    nprng = np.random.default_rng(seed)
-    pool, beats = make_beats(cfg, rng, nprng, n_batches)
-    cam, writes = make_cam(cfg, pool, rng)
-    exp_pop, exp_np, exp_g, exp_c = expected(cfg, cam, beats)
+def gather_reqs(p, lanes):
+    return [(p.keys[i], p.bank, p.indices[i]) for i in range(lanes) if (p.keep >> i) & 1]
 
-    dut = MiniBatchFragmenter(cfg)
+
+def simulate(cfg, writes, beats, *, rng, idle=0.3, stall=0.3, flush=False, extra=None):
+    """Run the unit: CAM ``writes``, then ``beats`` (then a ``flush`` pulse); returns what
+    came out and the statistics."""
+    dut = FragmenterUnit(cfg)
     cycle = Signal(32)
     got = {"popular": [], "nonpopular": [], "gather": []}
-    res = {}
+    res = {"accepted": []}
 
     def sink(port, name, conv):
         return stream_sink(port, got[name], conv, rng=rng, backpressure=stall)
 
     async def main(ctx):
+        ctx.set(dut.flush, 0)
         await ctx.tick().until(~dut.cam_busy)
         for s, k in writes:
             ctx.set(dut.cam_write.payload, {"slot": s, "key": k, "used": 1})
@@ -112,26 +95,29 @@ def run(cfg, seed, n_batches=6, idle=0.3, stall=0.3):
         ctx.set(dut.cam_write.valid, 0)
         for _ in range(10):                        # let the last write land
             await ctx.tick()
-        t0 = ctx.get(cycle)
         for b in beats:
-            while rng.random() < idle:
+            while idle and rng.random() < idle:
                 ctx.set(dut.lookups.valid, 0)
                 await ctx.tick()
             ctx.set(dut.lookups.payload, {"keys": b["keys"], "keep": b["keep"],
                                           "user": b["user"], "last": b["last"]})
             ctx.set(dut.lookups.valid, 1)
             await ctx.tick().until(dut.lookups.ready)
+            res["accepted"].append(ctx.get(cycle) - 1)
         ctx.set(dut.lookups.valid, 0)
+        if flush:
+            ctx.set(dut.flush, 1)
+            await ctx.tick()
+            ctx.set(dut.flush, 0)
         n = 0
-        while (len(got["popular"]) < len(exp_pop) or len(got["nonpopular"]) < len(exp_np)
-               or len(got["gather"]) < len(exp_g)):
+        while ctx.get(dut.busy) or n < 20:
             await ctx.tick()
             n += 1
-            assert n < 100_000
-        res["cycles"] = ctx.get(cycle) - t0
-        for _ in range(20):                        # nothing more may come out
+            assert n < 100_000, "the fragmenter never went idle"
+        for _ in range(20):
             await ctx.tick()
         res.update({s: ctx.get(getattr(dut, "stat_" + s)) for s in STAT_NAMES})
+        res["last"] = {s: ctx.get(getattr(dut, "last_" + s)) for s in STAT_NAMES}
 
     m = Module()
     m.submodules.dut = dut
@@ -142,60 +128,188 @@ def run(cfg, seed, n_batches=6, idle=0.3, stall=0.3):
                       background=True)
     sim.add_testbench(sink(dut.nonpopular, "nonpopular", lambda p: out_beat(p, cfg.lanes)),
                       background=True)
-    sim.add_testbench(sink(dut.gather, "gather", lambda p: (p.key, p.bank, p.index)),
+    sim.add_testbench(sink(dut.gather, "gather", lambda p: gather_reqs(p, cfg.lanes)),
                       background=True)
     sim.add_testbench(main)
     sim.run()
-
-    assert got["gather"] == exp_g
-    assert got["popular"] == exp_pop
-    assert got["nonpopular"] == exp_np
-    exp_stats = {s: getattr(exp_c, s) for s in STAT_NAMES}
-    assert {s: res[s] for s in STAT_NAMES} == exp_stats
-    return exp_c, res["cycles"], len(beats)
+    got["gather"] = [r for beat in got["gather"] for r in beat]
+    return got, res
 
 
-@pytest.mark.parametrize("lanes", [1, 2, 4])
+def check(cfg, cam, writes, beats, *, seed, flush=False, **kw):
+    exp = fragment_stream(cfg, cam, beats, flushed=flush)
+    got, res = simulate(cfg, writes, beats, rng=random.Random(seed), flush=flush, **kw)
+    assert got["gather"] == exp.gathers
+    assert got["popular"] == exp.popular
+    assert got["nonpopular"] == exp.nonpopular
+    want = exp.counters.as_dict()
+    assert {s: res[s] for s in STAT_NAMES} == {s: want[s] for s in STAT_NAMES}
+    if exp.per_batch:
+        last = exp.per_batch[-1].as_dict()
+        assert res["last"] == {s: last[s] for s in STAT_NAMES}
+    return exp, res
+
+
+def random_case(cfg, seed, n_batches=6, **kw):
+    rng = random.Random(seed)
+    nprng = np.random.default_rng(seed)
+    pool, beats = make_beats(cfg, rng, nprng, n_batches, **kw)
+    cam, writes = make_cam(cfg, pool, rng)
+    return cam, writes, beats
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 4, 8])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_fragmenter_matches_golden(lanes, seed):
-    # staging_rows 4 < dedup capacity 8: both refusals (staging full, de-dup full) occur
-    c, _, _ = run(make_cfg(lanes, staging_rows=4 * seed), seed=seed + 10 * lanes)
-    # the random stimulus exercises every path somewhere
+    # staging_rows 4 < de-dup capacity 16: both refusals (staging full, de-dup full) occur
+    cfg = make_cfg(lanes, staging_rows=4 * seed)
+    exp, _ = check(cfg, *random_case(cfg, seed + 10 * lanes), seed=seed)
+    c = exp.counters
     assert c.lookups and c.bad_keys and c.long_samples
 
 
 def test_fragmenter_hash_cam():
-    run(make_cfg(2, "hash"), seed=7)
+    cfg = make_cfg(2, "hash")
+    check(cfg, *random_case(cfg, 7), seed=7)
+
+
+def test_no_idle_no_backpressure():
+    cfg = make_cfg(4, staging_rows=16)
+    check(cfg, *random_case(cfg, 5), seed=5, idle=0.0, stall=0.0)
+
+
+def test_heavy_backpressure():
+    cfg = make_cfg(2, staging_rows=16)
+    check(cfg, *random_case(cfg, 9), seed=9, idle=0.1, stall=0.8)
+
+
+def test_repeats_within_a_beat_and_across_beats():
+    """Multi-hot bags that repeat a missing row in the same beat and the next beats: the
+    repeats take the first occurrence's index (same-beat forwarding, queued and stored
+    indices)."""
+    cfg = make_cfg(4, staging_rows=16, max_sample_lookups=16, dedup_sets=64, dedup_ways=4)
+    rng = random.Random(3)
+    rows = [(t << cfg.row_bits) | rng.randrange(1, 1 << cfg.row_bits) for t in (0, 1, 2)
+            for _ in range(3)]
+    samples = [[rows[i % 3], rows[i % 3], rows[3 + i % 4], rows[i % 3]] * 3 for i in range(6)]
+    beats = frame_lookup_beats(samples, cfg.lanes)
+    exp, _ = check(cfg, Cam(cfg), [], beats, seed=3, idle=0.0, stall=0.0)
+    assert exp.counters.staged_rows == len(set(k for s in samples for k in s))
+
+
+STOPPED = [[1, 2, 3], [1030, 7], [5, 6, 2100, 9]]     # keys of tables 0..2 and a bad one
+
+
+def test_flush_ends_a_stopped_stream():
+    """The stream stops inside a sample: ``flush`` closes the sample and the mini-batch and
+    counts a framing error."""
+    cfg = make_cfg(2)
+    beats = frame_lookup_beats(STOPPED, cfg.lanes)
+    beats[-1] = dict(beats[-1], user=0, last=0)    # the last sample never ends
+    exp, _ = check(cfg, Cam(cfg), [], beats, seed=11, flush=True)
+    assert exp.counters.framing_errors == 1 and exp.counters.nonpopular_samples == 3
+
+
+def test_flush_then_more_minibatches():
+    cfg = make_cfg(2)
+    cam, writes = Cam(cfg), [(0, 5), (1, 1030)]
+    for sl, k in writes:
+        cam.write(sl, k)
+    first = frame_lookup_beats(STOPPED, cfg.lanes)
+    first[-1] = dict(first[-1], user=0, last=0)
+    # feed `first`, flush, then whole mini-batches again: simulate in one run
+    later = frame_lookup_beats([[5, 6, 7], [9]], cfg.lanes)
+    exp_a = fragment_stream(cfg, cam, first, flushed=True)
+    exp_b = fragment_stream(cfg, cam, later, first_bank=len(exp_a.per_batch))
+    got, res = simulate_with_flush_between(cfg, writes, first, later, rng=random.Random(13))
+    assert got["popular"] == exp_a.popular + exp_b.popular
+    assert got["nonpopular"] == exp_a.nonpopular + exp_b.nonpopular
+    assert got["gather"] == exp_a.gathers + exp_b.gathers
+    assert res["framing_errors"] == 1 and res["minibatches"] == 2
+
+
+def simulate_with_flush_between(cfg, writes, first, later, *, rng):
+    dut = FragmenterUnit(cfg)
+    got = {"popular": [], "nonpopular": [], "gather": []}
+    res = {}
+
+    async def main(ctx):
+        ctx.set(dut.flush, 0)
+        await ctx.tick().until(~dut.cam_busy)
+        for s, k in writes:
+            ctx.set(dut.cam_write.payload, {"slot": s, "key": k, "used": 1})
+            ctx.set(dut.cam_write.valid, 1)
+            await ctx.tick().until(dut.cam_write.ready)
+        ctx.set(dut.cam_write.valid, 0)
+        for _ in range(10):
+            await ctx.tick()
+        for part in (first, later):
+            for b in part:
+                ctx.set(dut.lookups.payload, {"keys": b["keys"], "keep": b["keep"],
+                                              "user": b["user"], "last": b["last"]})
+                ctx.set(dut.lookups.valid, 1)
+                await ctx.tick().until(dut.lookups.ready)
+            ctx.set(dut.lookups.valid, 0)
+            if part is first:
+                for _ in range(5):
+                    await ctx.tick()
+                ctx.set(dut.flush, 1)
+                await ctx.tick()
+                ctx.set(dut.flush, 0)
+        n = 0
+        while ctx.get(dut.busy) or n < 20:
+            await ctx.tick()
+            n += 1
+            assert n < 100_000
+        res.update({s: ctx.get(getattr(dut, "stat_" + s)) for s in STAT_NAMES})
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    for name in ("popular", "nonpopular"):
+        sim.add_testbench(stream_sink(getattr(dut, name), got[name],
+                                      lambda p: out_beat(p, cfg.lanes), rng=rng,
+                                      backpressure=0.2), background=True)
+    sim.add_testbench(stream_sink(dut.gather, got["gather"],
+                                  lambda p: gather_reqs(p, cfg.lanes), rng=rng,
+                                  backpressure=0.2), background=True)
+    sim.add_testbench(main)
+    sim.run()
+    got["gather"] = [r for beat in got["gather"] for r in beat]
+    return got, res
 
 
 def test_coverage_of_refusals():
-    """Across the seeds, hits, staging full and de-dup full all occur."""
+    """Across the seeds of test_fragmenter_matches_golden, hits, staging full and de-dup
+    full all occur."""
     tot = BatchCounters()
-    for lanes in (1, 2, 4):
+    for lanes in (1, 2, 4, 8):
         for seed in (1, 2):
             cfg = make_cfg(lanes, staging_rows=4 * seed)
-            rng, nprng = random.Random(seed + 10 * lanes), np.random.default_rng(seed + 10 * lanes)
-            pool, beats = make_beats(cfg, rng, nprng, 6)
-            cam, _ = make_cam(cfg, pool, rng)
-            tot += expected(cfg, cam, beats)[3]
+            cam, _, beats = random_case(cfg, seed + 10 * lanes)
+            tot += fragment_stream(cfg, cam, beats).counters
     assert tot.hits and tot.staging_full and tot.dedup_full and tot.popular_samples
-    assert tot.staged_rows and tot.nonpopular_samples
+    assert tot.staged_rows and tot.nonpopular_samples and tot.framing_errors
 
 
 @pytest.mark.parametrize("lanes", [1, 4])
-def test_throughput_first_cut(lanes):
-    """No idle, no backpressure: the sequential first cut translates one key per
-    ``LATENCY + 1..2`` cycles (full CAM: LATENCY 4), plus a drain cycle per buffered lookup,
-    a few cycles per sample and ``dedup_sets + 3`` per mini-batch."""
-    cfg = make_cfg(lanes)
-    c, cycles, n_beats = run(cfg, seed=3, n_batches=8, idle=0.0, stall=0.0)
-    kpc = c.lookups / cycles
-    print(f"lanes={lanes}: {c.lookups} keys, {n_beats} beats in {cycles} cycles: "
-          f"{kpc:.3f} keys/cycle, {n_beats / cycles:.3f} beats/cycle")
-    assert kpc > 0.1
-
-
-@pytest.mark.parametrize("lanes,kind", [(1, "full"), (4, "full"), (2, "hash")])
-def test_converts_to_verilog(lanes, kind):
-    v = verilog.convert(MiniBatchFragmenter(make_cfg(lanes, kind)), name="fragmenter")
-    assert "module fragmenter" in v
+def test_one_beat_per_cycle(lanes):
+    """No idle, no backpressure, one-hot samples of 26 lookups on a warm CAM: over each
+    mini-batch the input takes one beat per cycle except the drain at its start."""
+    cfg = make_cfg(lanes, staging_rows=64, max_sample_lookups=32, dedup_sets=64, dedup_ways=4,
+                   num_tables=3)
+    rng = random.Random(4)
+    hot = [(t << cfg.row_bits) | r for t in range(3) for r in range(4)]
+    samples = [[hot[rng.randrange(12)] if rng.random() < 0.7 else
+                (rng.randrange(3) << cfg.row_bits) | rng.randrange(1 << cfg.row_bits)
+                for _ in range(26)] for _ in range(12)]
+    beats = frame_lookup_beats(samples, lanes)
+    cam = Cam(cfg)
+    writes = [(s, k) for s, k in enumerate(hot)]
+    for s, k in writes:
+        cam.write(s, k)
+    exp, res = check(cfg, cam, writes, beats, seed=4, idle=0.0, stall=0.0)
+    acc = res["accepted"]
+    span = acc[-1] - acc[0] + 1
+    rate = len(beats) / span
+    print(f"lanes={lanes}: {len(beats)} beats in {span} cycles: {rate:.3f} beats/cycle")
+    assert rate >= 0.95

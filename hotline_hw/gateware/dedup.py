@@ -1,0 +1,229 @@
+"""One bank of the fragmenter's miss de-duplication table.
+
+The de-dup table of ``golden.fragment.dedup_assign`` (``dedup_sets`` sets of ``dedup_ways``
+ways, set ``h3(key, SEED_DEDUP)``) is split by the low bits of the set into
+:func:`dedup_banks` banks, each answering one miss per cycle, so that the fragmenter can
+de-duplicate up to ``lanes`` misses per cycle without a multi-ported RAM. Banking changes no
+result: a key always goes to the same bank, and each bank sees its misses in stream order.
+
+A bank
+------
+* **in_q** (registers): misses ``{key, lset}`` (``lset`` = set within the bank), up to
+  ``lanes`` per cycle, in stream order; each lane writes its own entry.
+* **Lookup** (2 stages, one miss per cycle): ``B0`` reads the set word from block RAM
+  (transparent to the write of ``B1``, so back-to-back misses to one set need no other
+  forwarding); ``B1`` compares the ways. A way holding the key -> ``DUP(ord)``; else the
+  lowest free way takes the key -> ``NEW(ord)`` with ``ord`` the bank's next ordinal
+  (0, 1, 2, ... per mini-batch); no free way -> ``FULL``. A set is *touched* once written
+  in the current mini-batch; an untouched set reads as empty, so starting a mini-batch is one
+  cycle (a register per set is cleared), never a sweep of the RAM.
+* **res_q** (registers): results in stream order, read ``lanes`` at a time by the
+  fragmenter's retire stage, which gives every ``NEW`` its staging index in stream order.
+* **Index memory**: the retire stage pushes each ``NEW``'s index (or *refused*, when the
+  staging bank was full) into **wq**, in ordinal order; wq drains one per cycle into a
+  RAM addressed by ordinal (``drained`` counts them).
+* **Resolver**: walks res_q in order and fills in the index of each ``DUP``: from the RAM
+  when its ordinal is below ``drained`` (one cycle), straight from wq when the value is
+  still queued, else it waits: the ``NEW`` has not retired yet. A ``DUP`` whose ``NEW`` is
+  in the same input beat is resolved by the retire stage itself (it sees both).
+
+Bank ``b`` of set ``s``: ``b = s % banks``, ``lset = s // banks``.
+"""
+
+from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
+from amaranth.lib import data
+from amaranth.lib.memory import Memory
+from amaranth.utils import ceil_log2
+
+from .queues import MultiQueue
+
+__all__ = ["dedup_banks", "DedupBank", "KIND_NEW", "KIND_DUP", "KIND_FULL", "priority"]
+
+KIND_NEW, KIND_DUP, KIND_FULL = 1, 2, 3
+
+
+def dedup_banks(cfg):
+    """Banks of the de-dup table: ``2 * lanes`` (at least 2), at most ``dedup_sets / 2``."""
+    return max(1, min(cfg.dedup_sets // 2, max(2, 2 * cfg.lanes)))
+
+
+def _pow2_at_least(n):
+    return 1 << ceil_log2(max(2, n))
+
+
+class BankGeometry:
+    """Sizes derived from the configuration (shared by the bank and the fragmenter)."""
+
+    def __init__(self, cfg):
+        self.banks = dedup_banks(cfg)
+        self.bank_bits = ceil_log2(self.banks)
+        self.sets = cfg.dedup_sets // self.banks            # sets per bank
+        self.lset_bits = ceil_log2(self.sets)
+        self.entries = self.sets * cfg.dedup_ways
+        self.ord_bits = max(1, ceil_log2(self.entries))
+        self.index_bits = cfg.staging_index_bits
+        self.value_bits = self.index_bits + 1               # top bit: refused
+        self.in_depth = _pow2_at_least(max(4, cfg.lanes))
+        self.res_depth = _pow2_at_least(max(8, cfg.lanes))
+        self.wq_depth = _pow2_at_least(max(4, cfg.lanes))
+
+    def op_layout(self, cfg):
+        return data.StructLayout({"key": cfg.key_bits, "lset": self.lset_bits})
+
+    def result_layout(self):
+        return data.StructLayout({"kind": 2, "ord": self.ord_bits, "resolved": 1,
+                                  "value": self.value_bits})
+
+
+def priority(bits, values=None):
+    """``(any, index, value, stmts)``: whether a bit of ``bits`` is set, the lowest set one,
+    ``values[index]`` (``None`` without ``values``), and the ``comb`` statements that drive
+    them (add them to the module)."""
+    n = len(bits)
+    any_ = Signal()
+    idx = Signal(range(max(2, n)))
+    ci = Const(0, idx.shape())
+    cv = Const(0, len(values[0])) if values is not None else None
+    for i in reversed(range(n)):          # lowest index wins
+        ci = Mux(bits[i], i, ci)
+        if values is not None:
+            cv = Mux(bits[i], values[i], cv)
+    stmts = [any_.eq(Cat(*bits).any()), idx.eq(ci)]
+    val = None
+    if values is not None:
+        val = Signal(len(values[0]))
+        stmts.append(val.eq(cv))
+    return any_, idx, val, stmts
+
+
+class DedupBank(Elaboratable):
+    """One bank (see the module docstring).
+
+    Members used by the fragmenter
+    ------------------------------
+    in_q : :class:`MultiQueue` of ``op_layout`` (push side: ``push_n``, ``push_data``, ``space``).
+    res_q : :class:`MultiQueue` of ``result_layout`` (pop side: ``level``, ``peek``, ``pop_n``).
+    wq : :class:`MultiQueue` of ``value_bits`` (push side).
+    batch_start : In(1)
+        Pulse between mini-batches (only while :attr:`idle`): forget every key.
+    idle : Out(1)
+        Nothing queued or in flight in the bank.
+    """
+
+    def __init__(self, cfg, geo, index):
+        self.cfg, self.geo, self.index = cfg, geo, index
+        L = cfg.lanes
+        p = f"b{index}"
+        self.in_q = MultiQueue(geo.op_layout(cfg), geo.in_depth, L, 1, name=f"{p}_in")
+        self.res_q = MultiQueue(geo.result_layout(), geo.res_depth, 1, L, update=True,
+                                name=f"{p}_res")
+        self.wq = MultiQueue(geo.value_bits, geo.wq_depth, L, 1, name=f"{p}_wq")
+        self.batch_start = Signal(name=f"{p}_batch_start")
+        self.idle = Signal(name=f"{p}_idle")
+
+    def elaborate(self, platform):
+        cfg, geo = self.cfg, self.geo
+        m = Module()
+        m.submodules.in_q = in_q = self.in_q
+        m.submodules.res_q = res_q = self.res_q
+        m.submodules.wq = wq = self.wq
+        kb, ways, ob = cfg.key_bits, cfg.dedup_ways, geo.ord_bits
+
+        entry = data.StructLayout({"used": 1, "key": kb, "ord": ob})
+        word_layout = data.ArrayLayout(entry, ways)
+        m.submodules.table = table = Memory(shape=word_layout, depth=geo.sets, init=[])
+        wp = table.write_port()
+        rp = table.read_port(transparent_for=(wp,))
+
+        touched = Signal(geo.sets)
+        newcnt = Signal(range(geo.entries + 1))
+
+        # --- B0: issue one miss --------------------------------------------------------
+        b1_valid = Signal()
+        b1_op = Signal(geo.op_layout(cfg))
+        b1_touched = Signal()
+        b1_new = Signal()
+        op = in_q.peek[0]
+        issue = Signal()
+        m.d.comb += [
+            issue.eq((in_q.level != 0) & (res_q.space > b1_valid)),
+            in_q.pop_n.eq(issue),
+            rp.addr.eq(op.lset),
+        ]
+        m.d.sync += [
+            b1_valid.eq(issue),
+            b1_op.eq(op),
+            b1_touched.eq(touched.bit_select(op.lset, 1)
+                          | (b1_new & (b1_op.lset == op.lset))),
+        ]
+
+        # --- B1: compare, allocate, write --------------------------------------------------
+        cur = Signal(word_layout)
+        m.d.comb += cur.eq(Mux(b1_touched, rp.data.as_value(), 0))
+        m_any, m_way, m_ord, s1 = priority(
+            [cur[w].used & (cur[w].key == b1_op.key) for w in range(ways)],
+            [cur[w].ord for w in range(ways)])
+        f_any, f_way, _, s2 = priority([~cur[w].used for w in range(ways)])
+        m.d.comb += s1 + s2
+        m.d.comb += b1_new.eq(b1_valid & ~m_any & f_any)
+        new_word = Signal(word_layout)
+        m.d.comb += new_word.eq(cur)
+        for w in range(ways):
+            with m.If(f_way == w):
+                m.d.comb += [new_word[w].used.eq(1), new_word[w].key.eq(b1_op.key),
+                             new_word[w].ord.eq(newcnt)]
+        m.d.comb += [wp.addr.eq(b1_op.lset), wp.data.eq(new_word), wp.en.eq(b1_new)]
+        res = res_q.wr_data[0]
+        m.d.comb += [
+            res_q.push_n.eq(b1_valid),
+            res_q.wr_en.eq(b1_valid),
+            res.kind.eq(Mux(m_any, KIND_DUP, Mux(f_any, KIND_NEW, KIND_FULL))),
+            res.ord.eq(Mux(m_any, m_ord, newcnt)),
+        ]
+        with m.If(b1_new):
+            m.d.sync += [newcnt.eq(newcnt + 1),
+                         touched.bit_select(b1_op.lset, 1).eq(1)]
+
+        # --- index memory: wq drains into it -------------------------------------------
+        m.submodules.index = imem = Memory(shape=geo.value_bits, depth=geo.entries, init=[])
+        iw = imem.write_port()
+        ir = imem.read_port(transparent_for=())
+        drained = Signal(range(geo.entries + 1))
+        drain = wq.level != 0
+        m.d.comb += [iw.addr.eq(drained), iw.data.eq(wq.peek[0]), iw.en.eq(drain),
+                     wq.pop_n.eq(drain)]
+        m.d.sync += drained.eq(drained + drain)
+
+        # --- resolver ------------------------------------------------------------------------
+        rptr = Signal(range(geo.res_depth + 1))
+        r_wait = Signal()
+        e = res_q.at(rptr)
+        adv = Signal()
+        pop = res_q.pop_n
+        t = Signal(range(geo.res_depth + 2))
+        m.d.comb += t.eq(rptr + adv)
+        m.d.sync += rptr.eq(Mux(t > pop, t - pop, 0))
+        m.d.sync += r_wait.eq(0)
+        rvalue = Signal(geo.value_bits)      # the index found for the DUP at rptr
+        m.d.comb += [res_q.upd_off.eq(rptr),
+                     res_q.upd_data.eq(Cat(e.kind, e.ord, Const(1, 1), rvalue))]
+        diff = Signal(ob + 1)
+        m.d.comb += diff.eq(e.ord - drained)
+        with m.If(r_wait):
+            m.d.comb += [res_q.upd_en.eq(1), rvalue.eq(ir.data), adv.eq(1)]
+        with m.Elif(rptr < res_q.level):
+            with m.If((e.kind != KIND_DUP) | e.resolved):
+                m.d.comb += adv.eq(1)
+            with m.Elif(e.ord < drained):
+                m.d.comb += ir.addr.eq(e.ord)
+                m.d.sync += r_wait.eq(1)
+            with m.Elif(diff < wq.level):
+                m.d.comb += [res_q.upd_en.eq(1), rvalue.eq(wq.at(diff)), adv.eq(1)]
+
+        # --- mini-batch boundary -----------------------------------------------------------
+        with m.If(self.batch_start):
+            m.d.sync += [touched.eq(0), newcnt.eq(0), drained.eq(0), rptr.eq(0)]
+
+        m.d.comb += self.idle.eq((in_q.level == 0) & ~b1_valid & (res_q.level == 0)
+                                 & (wq.level == 0))
+        return m
