@@ -1,29 +1,41 @@
 """cocotb regression of the mini-batch fragmenter (``sim/tb_fragmenter.py``) on the
 generated Verilog, Icarus and Verilator, against the golden model: a Criteo Kaggle-like
 one-hot trace of 50 mini-batches and a DLRMv2 multi-hot trace (214 lookups per sample), with
-random idle on the input and independent random backpressure on each output."""
+random idle on the input and independent random backpressure on each output.
+
+Both traces run on one build (26-bit rows, 256-lookup samples, 4 lanes). A small CAM and
+staging bank make hits, staging-full and de-dup-full refusals all occur with mini-batches of
+a few samples. The 8-lane variant (a long Verilator build) runs with ``--slow`` and in
+``bench/fragmenter_bench.py``."""
 import pytest
 
 from hotline_hw.config import preset
 from sim.runner import run_cocotb
 
-# A small CAM and staging bank so that, with 16-sample mini-batches, hits, staging-full and
-# de-dup-full refusals all occur.
-KAGGLE = preset("ulx3s", name="frag-kaggle", cam_entries=512, cam_ways=8, staging_rows=128,
-                dedup_sets=64, dedup_ways=4, counter_sets=1024)
-DLRMV2 = preset("ulx3s", name="frag-dlrmv2", lanes=8, row_bits=26, max_sample_lookups=256,
-                cam_entries=512, cam_ways=8, staging_rows=512, dedup_sets=128, dedup_ways=8,
-                counter_sets=1024)
+FRAG = preset("ulx3s", name="frag-l4", lanes=4, row_bits=26, max_sample_lookups=256,
+              cam_entries=512, cam_ways=8, staging_rows=128, dedup_sets=64, dedup_ways=4,
+              counter_sets=1024)
+FRAG8 = FRAG.replace(name="frag-l8", lanes=8, staging_rows=512, dedup_sets=128, dedup_ways=8)
 
-VARIANTS = {
-    # variant: (config, environment)
-    "kaggle": (KAGGLE, {"HOTLINE_TB_BATCHES": "50", "HOTLINE_TB_BATCH_SIZE": "16"}),
-    "dlrmv2": (DLRMV2, {"HOTLINE_TB_BATCHES": "6", "HOTLINE_TB_BATCH_SIZE": "4"}),
+TRACES = {
+    # trace: environment of the testbench
+    "kaggle": {"HOTLINE_TB_WORKLOAD": "kaggle", "HOTLINE_TB_BATCHES": "50",
+               "HOTLINE_TB_BATCH_SIZE": "16"},
+    "dlrmv2": {"HOTLINE_TB_WORKLOAD": "dlrmv2", "HOTLINE_TB_BATCHES": "6",
+               "HOTLINE_TB_BATCH_SIZE": "4"},
 }
 
 
-@pytest.mark.parametrize("variant", list(VARIANTS))
-def test_fragment_trace(variant, sim):
-    cfg, env = VARIANTS[variant]
-    r = run_cocotb("fragmenter", cfg, sim=sim, test_module="sim.tb_fragmenter", extra_env=env)
+@pytest.mark.parametrize("trace", list(TRACES))
+def test_fragment_trace(trace, sim):
+    r = run_cocotb("fragmenter", FRAG, sim=sim, test_module="sim.tb_fragmenter",
+                   extra_env=TRACES[trace])
+    assert r.tests == {"fragment_trace": "passed"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("trace", list(TRACES))
+def test_fragment_trace_8_lanes(trace):
+    r = run_cocotb("fragmenter", FRAG8, sim="verilator", test_module="sim.tb_fragmenter",
+                   extra_env=TRACES[trace], timeout_s=3600)
     assert r.tests == {"fragment_trace": "passed"}
