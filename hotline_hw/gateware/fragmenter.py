@@ -157,7 +157,7 @@ class MiniBatchFragmenter(wiring.Component):
         Pulse: end the open mini-batch now (the stream stopped); counted as a framing error.
         No effect when no mini-batch is open.
     busy : Out(1)
-        A beat is in flight (accepted, not yet retired) or a mini-batch is open.
+        A mini-batch is open, or something accepted has not yet left on an output.
     stat_<name>, last_<name> : Out(32)
         Statistics (module docstring).
     ev_minibatch, ev_bad_key, ev_overflow, ev_framing : Out(1)
@@ -323,9 +323,12 @@ class MiniBatchFragmenter(wiring.Component):
             "user": 1, "last": 1, "has_sample": 1, "sid": sidb, "bad_n": nbad,
             "long_end": 1, "ferr": 1, "idwrap": 1,
         })
-        beat_depth = _pow2_at_least(-(-msl // L) + 8)
+        # beats wait here for their de-dup results only; a sample waiting for its verdict
+        # waits after retirement, in the sample buffer, so de-dup results never pile up
+        beat_depth = _pow2_at_least(max(16, 2 * L + 8))
         m.submodules.beatf = beatf = SyncFIFOBuffered(width=beat_layout.size, depth=beat_depth)
-        m.submodules.verdf = verdf = SyncFIFOBuffered(width=1, depth=beat_depth)
+        sbuf_depth = _pow2_at_least(2 * -(-msl // L) + 16)
+        m.submodules.verdf = verdf = SyncFIFOBuffered(width=1, depth=beat_depth + sbuf_depth)
 
         banks = []
         for b in range(B):
@@ -532,39 +535,59 @@ class MiniBatchFragmenter(wiring.Component):
         wq_ok = Cat(*wq_ok_l).all()
 
         g_keep = Cat(*staged)
-        term_pending = Signal()
-        out_rdy = Mux(r_np, outn.w_rdy, outp.w_rdy)
+        sb_layout = data.StructLayout({"beat": out_layout, "has_sample": 1, "last": 1})
+        m.submodules.sbuf = sbuf = SyncFIFOBuffered(width=sb_layout.size, depth=sbuf_depth)
         retire = Signal()
-        m.d.comb += retire.eq(beatf.r_rdy & ~term_pending & (~rb.has_sample | verdf.r_rdy)
-                              & avail & dup_ok & wq_ok & ((g_keep == 0) | gathf.w_rdy)
-                              & (~rb.has_sample | out_rdy))
-        m.d.comb += [beatf.r_en.eq(retire), verdf.r_en.eq(retire & rb.has_sample & rb.user)]
+        m.d.comb += retire.eq(beatf.r_rdy & avail & dup_ok & wq_ok & sbuf.w_rdy
+                              & ((g_keep == 0) | gathf.w_rdy))
+        m.d.comb += beatf.r_en.eq(retire)
         for b, bk in enumerate(banks):
             m.d.comb += [bk.res_q.pop_n.eq(Mux(retire, needs[b], 0)),
                          bk.wq.push_n.eq(Mux(retire, wq_n[b], 0))]
             for i in range(L):
                 m.d.comb += bk.wq.wr_en[i].eq(retire & new[i] & (rbank(i) == b))
-        m.d.comb += retire_idle.eq(~beatf.r_rdy & ~term_pending & ~verdf.r_rdy)
 
         sbank = Signal(bank_bits(cfg))       # staging bank of this mini-batch
-        ob = Signal(out_layout)
+        sw = Signal(sb_layout)
+        ob = sw.beat
         for i in range(L):
             m.d.comb += [ob.lookups[i].tag.eq(tag[i]), ob.lookups[i].value.eq(val[i])]
         m.d.comb += [
             ob.sample_id.eq(rb.sid),
             ob.keep.eq(Cat(*[rkind[i] != K_NONE for i in range(L)])),
             ob.user.eq(rb.user),
-            ob.last.eq(0),
+            sw.has_sample.eq(rb.has_sample),
+            sw.last.eq(rb.last),
+            sbuf.w_en.eq(retire),
+            sbuf.w_data.eq(sw),
         ]
+
+        # ---- emit: a sample's beats leave once its verdict is known --------------------
+        eb = data.View(sb_layout, sbuf.r_data)
+        r_np = verdf.r_data[0]
+        term_pending = Signal()
+        out_rdy = Mux(r_np, outn.w_rdy, outp.w_rdy)
+        emit = Signal()                      # a beat of a sample leaves
+        emit_end = Signal()                  # a record that only ends the mini-batch leaves
+        m.d.comb += [
+            emit.eq(sbuf.r_rdy & ~term_pending & eb.has_sample & verdf.r_rdy & out_rdy),
+            emit_end.eq(sbuf.r_rdy & ~term_pending & ~eb.has_sample),
+            sbuf.r_en.eq(emit | emit_end),
+            verdf.r_en.eq(emit & eb.beat.user),
+        ]
+        with m.If((emit | emit_end) & eb.last):
+            m.d.sync += term_pending.eq(1)
+        m.d.comb += retire_idle.eq(~beatf.r_rdy & ~term_pending & ~sbuf.r_rdy
+                                   & (sbuf.level == 0) & ~verdf.r_rdy)
         term = Signal(out_layout)
         m.d.comb += term.last.eq(1)
         do_term = Signal()
         m.d.comb += do_term.eq(term_pending & outp.w_rdy & outn.w_rdy)
         m.d.comb += [
-            outp.w_en.eq((retire & rb.has_sample & ~r_np) | do_term),
-            outn.w_en.eq((retire & rb.has_sample & r_np) | do_term),
-            outp.w_data.eq(Mux(do_term, term, ob)),
-            outn.w_data.eq(Mux(do_term, term, ob)),
+            outp.w_en.eq((emit & ~r_np) | do_term),
+            outn.w_en.eq((emit & r_np) | do_term),
+            outp.w_data.eq(Mux(do_term, term, eb.beat)),
+            outn.w_data.eq(Mux(do_term, term, eb.beat)),
         ]
         gb = Signal(g_layout)
         for i in range(L):
@@ -576,15 +599,13 @@ class MiniBatchFragmenter(wiring.Component):
         with m.If(retire):
             m.d.sync += scount_st.eq(Mux(scount_st + n_new > cfg.staging_rows,
                                          cfg.staging_rows, scount_st + n_new))
-            with m.If(rb.last):
-                m.d.sync += term_pending.eq(1)
 
         # ---- statistics ----------------------------------------------------------------
         per_beat = {
             "lookups": _popcount(rkind[i] != K_NONE for i in range(L)),
             "hits": _popcount(rkind[i] == K_HIT for i in range(L)),
-            "popular_samples": rb.has_sample & rb.user & ~r_np,
-            "nonpopular_samples": rb.has_sample & rb.user & r_np,
+            "popular_samples": Const(0, 1),       # counted when emitted, below
+            "nonpopular_samples": Const(0, 1),
             "staged_rows": _popcount(staged),
             "overflows": _popcount(tag[i] == TAG_OVERFLOW for i in range(L)),
             "bad_keys": rb.bad_n,
@@ -598,7 +619,13 @@ class MiniBatchFragmenter(wiring.Component):
         batch = {n: Signal(32, name=f"batch_{n}") for n in STAT_NAMES}
         with m.If(retire):
             for n in STAT_NAMES:
-                m.d.sync += batch[n].eq(batch[n] + per_beat[n])
+                if n not in ("popular_samples", "nonpopular_samples"):
+                    m.d.sync += batch[n].eq(batch[n] + per_beat[n])
+        with m.If(emit & eb.beat.user):
+            with m.If(r_np):
+                m.d.sync += batch["nonpopular_samples"].eq(batch["nonpopular_samples"] + 1)
+            with m.Else():
+                m.d.sync += batch["popular_samples"].eq(batch["popular_samples"] + 1)
         with m.If(do_term):
             m.d.sync += [term_pending.eq(0), scount_st.eq(0), sbank.eq(sbank + 1)]
             if cfg.staging_banks == 1:
@@ -615,7 +642,8 @@ class MiniBatchFragmenter(wiring.Component):
             self.ev_bad_key.eq(retire & (rb.bad_n != 0)),
             self.ev_overflow.eq(retire & (Cat(*sfull).any() | Cat(*dfull).any())),
             self.ev_framing.eq(retire & rb.ferr),
-            self.busy.eq(b_open | metaf.r_rdy | (metaf.level != 0) | ~all_idle),
+            self.busy.eq(b_open | (metaf.level != 0) | ~all_idle | (outp.level != 0)
+                         | (outn.level != 0) | (gathf.level != 0)),
         ]
         return m
 
