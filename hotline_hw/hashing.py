@@ -24,11 +24,12 @@ from functools import lru_cache
 
 import numpy as np
 
-__all__ = ["SEED_COUNTER", "SEED_CAM", "SEED_DEDUP", "h3_masks", "h3", "h3_np"]
+__all__ = ["SEED_COUNTER", "SEED_CAM", "SEED_DEDUP", "SEED_DMA_FILTER", "h3_masks", "h3", "h3_np"]
 
 SEED_COUNTER = 1
 SEED_CAM = 2
 SEED_DEDUP = 3
+SEED_DMA_FILTER = 4      # the DMA's per-bank filter of pending keys
 
 _M64 = (1 << 64) - 1
 

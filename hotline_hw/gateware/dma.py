@@ -1,0 +1,915 @@
+"""The gather/scatter DMA: an AXI4 master that moves embedding rows between host memory and
+device memory (one ``m_axi`` address space, as behind a PCIe bridge).
+
+Jobs (DESIGN.md A4)
+-------------------
+Every job is a **row copy** of ``ROW_BYTES`` bytes, ``src -> dst``:
+
+==========  =====================================  =========================================
+job         source                                 destination
+==========  =====================================  =========================================
+place       ``host(key)``                          ``POPULAR_BASE + slot * ROW_BYTES``
+gather      ``host(key)``                          ``STAGING_BASE[bank] + index * ROW_BYTES``
+scatter     ``STAGING_BASE[bank] + i * ROW_BYTES``  ``host(log[bank][i])``, i = 0, 1, ...
+evict       ``POPULAR_BASE + slot * ROW_BYTES``     ``host(key of slot)``, every used CAM slot
+==========  =====================================  =========================================
+
+with ``host(key) = TABLE_BASE[key >> row_bits] + (key & (2**row_bits - 1)) * ROW_STRIDE``.
+A gather also writes ``key`` at position ``index`` of bank ``bank``'s **gather log** (a memory
+of ``staging_rows`` keys per bank; ``log_count[bank]`` becomes ``max(log_count, index + 1)``,
+so indices are expected in order 0, 1, 2, ..., as the fragmenter assigns them). SCATTER(bank)
+copies log positions ``0 .. log_count - 1`` back in index order and then empties the log.
+EVICT reads every CAM slot through the CAM's host read port and copies every used slot back;
+clearing the CAM afterwards is not the DMA's job.
+
+Micro-architecture
+------------------
+::
+
+    place ----\\
+    gather --- hazard check --(defer)--> deferred lists (one per bank, linked in a memory)
+      |            |                          | replay after that bank's scatter
+      |            v                          v
+      |     gather log (key, wait mask, epoch snapshot per (bank, index))
+      v            ^ scatter sequencer reads it
+    arbiter: replay > scatter > evict > place > gather  (one row job per cycle)
+      -> J1 (select) -> J2 (table base, row * ROW_STRIDE, n * ROW_BYTES) -> J3 (src, dst)
+      -> read issuer: splits src into bursts, one reorder-buffer tag + buffer space each,
+         AR; the row's (dst, kind, bank) goes to the row FIFO
+      -> R: tag = head tag of the ID, beat -> data buffer, retire tags in order
+      -> write issuer: splits dst into bursts, AW only when the burst's data has arrived,
+         W streams from the data buffer, B completes rows (all writes use AWID 0)
+
+* **Read side.** ``tags = 2**ceil_log2(max_outstanding_reads)`` reorder-buffer entries are
+  allocated in order; tag ``t`` uses ARID ``t mod ids`` with ``ids = min(2**axi_id_bits,
+  tags)``, so the bursts of one ID are tags ``i, i + ids, i + 2 ids, ...`` in issue order and a
+  per-ID head pointer finds the tag of every R beat. Read data of different IDs may therefore
+  come back in any order, even interleaved beat by beat. At most ``max_outstanding_reads``
+  bursts are in flight. ``RREADY`` is always high: each burst reserved its space in the data
+  buffer (``buffer_beats`` bus words, a ring) when its AR was issued. Tags retire in order;
+  a retired burst's beats become available to the write side.
+* **Write side.** Rows are written in the order they were read. A write burst's AW is issued
+  only when all its data is in the buffer, so write data is never sent before its read data
+  arrived, and a halted DMA can always finish the W beats of the AWs already issued. Reads
+  and writes overlap freely (the read side keeps streaming while earlier rows are written).
+  Write strobes are always full (rows are whole bus words). Up to ``tags`` write bursts may
+  wait for their B.
+
+Burst rule
+----------
+A row of ``ROW_BYTES / bus_bytes`` beats at a bus-aligned address ``a`` is cut into INCR
+bursts of ``min(beats left, beats to the next 4 KiB boundary, 256)`` beats, so no burst
+crosses a 4 KiB boundary (a row that straddles one becomes two bursts; a 4 KiB row on a
+64-bit bus, 512 beats, becomes two or three). Source and destination are cut independently.
+
+Ordering and hazard rule (no lost update)
+-----------------------------------------
+* Each bank has a **filter** (``filter_bits`` bits, H3 hash of the key, seed
+  :data:`SEED_DMA_FILTER`) of the keys logged in it and not yet scattered; it is cleared when
+  the bank's scatter **completes** (every write response of it received), and the bank's
+  ``epoch`` bit toggles then.
+* A gather into bank ``c`` whose key hits the filter of another bank is **deferred**: its
+  log word records the set ``M`` of banks it hit and a snapshot of the epochs, and it joins
+  the deferred list of the lowest bank of ``M``. When that bank's scatter completes, its list
+  is **replayed** (before any new gather is accepted): an entry whose other banks in ``M``
+  have all completed a scatter since (epoch changed) is performed; otherwise it moves to the
+  list of the lowest such bank. A false positive only delays a gather; the memory outcome is
+  the golden model's (``golden/model.py``: a deferred gather is done after the scatter it
+  waits for).
+* A gather into a bank whose scatter is pending or running waits (stream ``ready`` low).
+* SCATTER(bank) starts only when ``gathers_done[bank]``: every gather sent to the bank,
+  deferred ones included, has received its write responses. So software may hand a bank to
+  the GPU exactly when ``gathers_done[bank]`` is set (and ``log_count``/``busy`` say the rest).
+* ``place`` records wait while an EVICT is pending or running, and EVICT starts only when no
+  placed row is in flight (evict write-back and install copy never race).
+* Commands: ``scatter_start`` queues a scatter of ``scatter_bank`` (one per bank; several
+  banks may be queued, served lowest bank first, one at a time); ``evict_start`` queues an
+  evict. A command that names a bank whose scatter is already pending or running, an
+  ``evict_start`` while an evict is pending or running, and any command while ``error`` or a
+  soft reset is pending is **ignored and sets** ``cmd_ignored`` (sticky until ``soft_reset``):
+  never lost silently.
+
+Parameters and their rule
+-------------------------
+``table_base``, ``row_stride``, ``popular_base``, ``staging_base`` must be multiples of the
+bus width in bytes; ``row_bytes`` a non-zero multiple of it and ``<= max_row_bytes``. A
+violation raises ``param_error`` (combinational, live) and no new job starts while it is set
+(the input streams stall, commands stay queued); jobs already started finish with the live
+values, so change parameters only while idle. A key whose table id is ``>= num_tables`` moves
+nothing and sets the sticky ``bad_key``.
+
+Errors
+------
+A SLVERR/DECERR on R or B sets ``error`` (sticky, with ``error_resp`` and ``error_addr``, the
+start address of the failing burst). From the cycle the response is seen the DMA issues no
+new AR and no new AW (so a row whose read failed is never written; a row cut into several
+write bursts may be left partly written with correct data); it accepts every R beat and B
+response still due and finishes the W beats of AWs already issued, so the bus stays legal.
+While ``error`` is set, ``place``/``gather`` are accepted and dropped (the upstream never
+stalls for ever) and commands are ignored (``cmd_ignored``). ``soft_reset`` (a pulse) aborts
+everything: no new transaction starts, the outstanding ones drain, then the error, the logs,
+filters, deferred lists, queued commands and statistics are cleared (``busy`` stays high
+meanwhile; ``place``/``gather`` wait).
+
+Cycle costs
+-----------
+* Job front end: one row job per cycle (J1 -> J3 is 3 cycles of latency); a deferred gather
+  replays in 2 cycles; the scatter sequencer emits one row per cycle, the evict sequencer one
+  slot per CAM read round trip (about 3 cycles for a ``full`` CAM, 6 for ``hash``).
+* Read issuer: one AR per cycle; a row of ``b`` beats needs ``ceil(b / 256)`` (+1 per 4 KiB
+  crossing) ARs. Read throughput is one beat per cycle while ``max_outstanding_reads`` bursts
+  and ``buffer_beats`` cover the memory latency: ``efficiency ~ min(1, bursts in flight *
+  burst beats / (latency + burst beats))``.
+* Latency of a row (no contention, memory latency ``L``): ~5 cycles to the AR, ``L + beats``
+  for the data, ~5 cycles from the last R beat to the AW, ``beats`` of W, then the B.
+"""
+
+from types import SimpleNamespace
+from ..hashing import SEED_DMA_FILTER    # H3 seed of the per-bank hazard filters
+
+from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import bits_for, ceil_log2, exact_log2
+
+from .hash import h3_expr
+from .install import placed_layout
+
+__all__ = ["GatherScatterDMA", "gather_layout", "cam_entry_layout", "axi4_signature",
+           "dma_geometry", "SEED_DMA_FILTER", "KIND_PLACE", "KIND_GATHER", "KIND_SCATTER",
+           "KIND_EVICT", "STAT_NAMES"]
+
+KIND_PLACE, KIND_GATHER, KIND_SCATTER, KIND_EVICT = range(4)
+
+#: The statistics counters, ``stat_<name>`` (``Out(32)`` each).
+STAT_NAMES = ("bytes_read", "bytes_written", "rows_gathered", "rows_scattered", "rows_placed",
+              "rows_evicted", "deferred")
+
+ADDR_BITS = 64
+PAGE = 4096
+MAX_BURST = 256
+
+
+def gather_layout(cfg):
+    """A gather request: copy the host row of ``key`` into ``index`` of staging bank
+    ``bank`` (the fragmenter's ``gather`` stream)."""
+    return data.StructLayout({"key": cfg.key_bits,
+                              "bank": max(1, ceil_log2(cfg.staging_banks)),
+                              "index": cfg.staging_index_bits})
+
+
+def cam_entry_layout(cfg):
+    """The CAM's ``read_resp`` payload."""
+    return data.StructLayout({"key": cfg.key_bits, "used": 1})
+
+
+def axi4_signature(addr_bits, data_bits, id_bits):
+    """An AXI4 master interface (``Out`` = driven by the master), AXI member names."""
+    return wiring.Signature({
+        "awid": Out(id_bits), "awaddr": Out(addr_bits), "awlen": Out(8), "awsize": Out(3),
+        "awburst": Out(2), "awlock": Out(1), "awcache": Out(4), "awprot": Out(3),
+        "awvalid": Out(1), "awready": In(1),
+        "wdata": Out(data_bits), "wstrb": Out(data_bits // 8), "wlast": Out(1),
+        "wvalid": Out(1), "wready": In(1),
+        "bid": In(id_bits), "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+        "arid": Out(id_bits), "araddr": Out(addr_bits), "arlen": Out(8), "arsize": Out(3),
+        "arburst": Out(2), "arlock": Out(1), "arcache": Out(4), "arprot": Out(3),
+        "arvalid": Out(1), "arready": In(1),
+        "rid": In(id_bits), "rdata": In(data_bits), "rresp": In(2), "rlast": In(1),
+        "rvalid": In(1), "rready": Out(1),
+    })
+
+
+def _pow2_ceil(n):
+    return 1 << ceil_log2(max(1, n))
+
+
+def dma_geometry(cfg, *, buffer_beats=None, filter_bits=None):
+    """The derived sizes of the DMA for ``cfg`` (see :class:`GatherScatterDMA`)."""
+    bb = cfg.bus_bytes
+    max_row_beats = cfg.max_row_bytes // bb
+    max_burst = min(MAX_BURST, max_row_beats)
+    tags = _pow2_ceil(cfg.max_outstanding_reads)
+    ids = min(1 << cfg.axi_id_bits, tags)
+    if buffer_beats is None:
+        buffer_beats = _pow2_ceil(max(2 * max_burst,
+                                      min(cfg.max_outstanding_reads * max_burst, 2048)))
+    if buffer_beats < 2 * max_burst or buffer_beats & (buffer_beats - 1):
+        raise ValueError(f"buffer_beats={buffer_beats}: must be a power of two >= "
+                         f"{2 * max_burst} (two longest bursts)")
+    if filter_bits is None:
+        filter_bits = _pow2_ceil(min(2048, max(64, 2 * cfg.staging_rows)))
+    if filter_bits < 2 or filter_bits & (filter_bits - 1):
+        raise ValueError(f"filter_bits={filter_bits}: must be a power of two >= 2")
+    return SimpleNamespace(bus_bytes=bb, max_row_beats=max_row_beats, max_burst=max_burst,
+                           tags=tags, ids=ids, buffer_beats=buffer_beats,
+                           filter_bits=filter_bits,
+                           bank_bits=max(1, ceil_log2(cfg.staging_banks)))
+
+
+def _lowest(bits, n):
+    """Index (``max(1, ceil_log2(n))`` bits) of the lowest set bit of ``bits`` (0 if none)."""
+    idx = Const(0, max(1, ceil_log2(n)))
+    for i in reversed(range(n)):
+        idx = Mux(bits[i], i, idx)
+    return idx
+
+
+def _min(a, b):
+    return Mux(a < b, a, b)
+
+
+class GatherScatterDMA(wiring.Component):
+    """The gather/scatter DMA (AXI4 master); the module docstring has the micro-architecture,
+    the burst rule, the ordering/hazard rule and the cycle costs.
+
+    Parameters
+    ----------
+    cfg : HotlineConfig
+        Uses ``key_bits``, ``row_bits``, ``num_tables``, ``table_bits``, ``slot_bits``,
+        ``cam_entries``, ``staging_banks``, ``staging_rows``, ``staging_index_bits``,
+        ``axi_data_bits``, ``axi_id_bits``, ``max_outstanding_reads``, ``max_row_bytes``.
+    buffer_beats : int, optional
+        Bus words of the read-data ring buffer (power of two, >= 2 of the longest burst).
+        Default: ``max_outstanding_reads * longest burst``, capped at 2048, at least two
+        longest bursts.
+    filter_bits : int, optional
+        Bits of each bank's hazard filter (power of two). Default: ``2 * staging_rows``
+        clamped to 64..2048. Smaller means more false-positive deferrals (slower, never
+        wrong).
+
+    Members
+    -------
+    place : ``In(stream.Signature({key, slot}))``
+        Placement records (``install.placed_layout``): copy the host row of ``key`` to popular
+        slot ``slot``.
+    gather : ``In(stream.Signature({key, bank, index}))``
+        Gather requests (:func:`gather_layout`): copy the host row of ``key`` to ``index`` of
+        staging bank ``bank`` and log ``key`` there.
+    cam_read_req : ``Out(stream.Signature(slot_bits))``
+        To the CAM's ``read_req``: the slot EVICT reads.
+    cam_read_resp : ``In(stream.Signature({key, used}))``
+        From the CAM's ``read_resp``.
+    scatter_start : ``In(1)``
+        Pulse: queue SCATTER(``scatter_bank``).
+    scatter_bank : ``In(bank_bits)``
+        The bank of ``scatter_start``.
+    evict_start : ``In(1)``
+        Pulse: queue an EVICT.
+    soft_reset : ``In(1)``
+        Pulse: abort, drain the bus, clear error, logs, filters, lists, commands, statistics.
+    table_base : ``In(64).array(num_tables)``
+        TABLE_BASE[t]: byte address of row 0 of table ``t`` (bus aligned).
+    row_stride : ``In(32)``
+        ROW_STRIDE: bytes between consecutive host rows (bus aligned).
+    row_bytes : ``In(bits_for(max_row_bytes))``
+        ROW_BYTES: bytes per row (a non-zero multiple of the bus width, <= max_row_bytes).
+    popular_base : ``In(64)``
+        POPULAR_BASE: byte address of popular slot 0 (bus aligned).
+    staging_base : ``In(64).array(staging_banks)``
+        STAGING_BASE[b]: byte address of index 0 of bank ``b`` (bus aligned).
+    m_axi : ``Out(axi4_signature(64, axi_data_bits, axi_id_bits))``
+        The AXI4 master port (exported as ``m_axi_awaddr`` etc.).
+    busy : ``Out(1)``
+        Work accepted and not complete (including deferred gathers waiting for a scatter and
+        queued commands), a transaction outstanding, or a soft reset pending.
+    error : ``Out(1)``
+        Sticky: an AXI error response was seen (cleared by ``soft_reset``).
+    error_addr : ``Out(64)``
+        Start address of the first failing burst.
+    error_resp : ``Out(2)``
+        Its response code (2 SLVERR, 3 DECERR).
+    param_error : ``Out(1)``
+        The parameters break the alignment rule (live; no new job starts while set).
+    bad_key : ``Out(1)``
+        Sticky: a job named a key with a table id >= num_tables (it moved nothing).
+    cmd_ignored : ``Out(1)``
+        Sticky: a command was ignored (see the module docstring); cleared by ``soft_reset``.
+    gathers_done : ``Out(staging_banks)``
+        Bit ``b``: every gather sent to bank ``b``, deferred ones included, has completed its
+        writes (the GPU may use the bank).
+    scatter_busy : ``Out(staging_banks)``
+        Bit ``b``: SCATTER(b) is queued or running.
+    evict_busy : ``Out(1)``
+        An EVICT is queued or running.
+    log_count : ``Out(staging_index_bits + 1).array(staging_banks)``
+        Entries in each bank's gather log.
+    stat_bytes_read, stat_bytes_written : ``Out(32)``
+        Bytes of R / W data beats transferred.
+    stat_rows_gathered, stat_rows_scattered, stat_rows_placed, stat_rows_evicted : ``Out(32)``
+        Rows whose last write response (OKAY) arrived, per job kind.
+    stat_deferred : ``Out(32)``
+        Gathers deferred by the hazard rule (each counted once).
+    """
+
+    def __init__(self, cfg, *, buffer_beats=None, filter_bits=None):
+        self.cfg = cfg
+        self.geom = g = dma_geometry(cfg, buffer_beats=buffer_beats, filter_bits=filter_bits)
+        B = cfg.staging_banks
+        members = {
+            "place": In(stream.Signature(placed_layout(cfg))),
+            "gather": In(stream.Signature(gather_layout(cfg))),
+            "cam_read_req": Out(stream.Signature(cfg.slot_bits)),
+            "cam_read_resp": In(stream.Signature(cam_entry_layout(cfg))),
+            "scatter_start": In(1),
+            "scatter_bank": In(g.bank_bits),
+            "evict_start": In(1),
+            "soft_reset": In(1),
+            "table_base": In(ADDR_BITS).array(cfg.num_tables),
+            "row_stride": In(32),
+            "row_bytes": In(bits_for(cfg.max_row_bytes)),
+            "popular_base": In(ADDR_BITS),
+            "staging_base": In(ADDR_BITS).array(B),
+            "m_axi": Out(axi4_signature(ADDR_BITS, cfg.axi_data_bits, cfg.axi_id_bits)),
+            "busy": Out(1),
+            "error": Out(1),
+            "error_addr": Out(ADDR_BITS),
+            "error_resp": Out(2),
+            "param_error": Out(1),
+            "bad_key": Out(1),
+            "cmd_ignored": Out(1),
+            "gathers_done": Out(B),
+            "scatter_busy": Out(B),
+            "evict_busy": Out(1),
+            "log_count": Out(cfg.staging_index_bits + 1).array(B),
+        }
+        for n in STAT_NAMES:
+            members[f"stat_{n}"] = Out(32)
+        super().__init__(members)
+
+    # ------------------------------------------------------------------------------------
+    def elaborate(self, platform):
+        cfg, g = self.cfg, self.geom
+        B, bank_bits = cfg.staging_banks, g.bank_bits
+        ib, kb, sb = cfg.staging_index_bits, cfg.key_bits, cfg.slot_bits
+        rows = cfg.staging_rows
+        nbits = max(ib, sb)
+        bb = g.bus_bytes
+        lbb = exact_log2(bb)
+        T, ids = g.tags, g.ids
+        tb_, idl = ceil_log2(T), ceil_log2(ids)
+        D = g.buffer_beats
+        db = exact_log2(D)
+        F = g.filter_bits
+        fb = exact_log2(F)
+        MB = g.max_burst
+        N = cfg.max_outstanding_reads
+        pos_bits = bank_bits + ib
+        beat_bits = bits_for(g.max_row_beats)
+        burst_bits = bits_for(MB)
+        cnt_bits = bits_for(B * rows + T + 8) + 1
+        axi = self.m_axi
+
+        top = Module()
+        m = Module()
+
+        # --- soft reset and sticky command flag (outside the reset domain) ------------------
+        rst_pending = Signal()
+        quiescent = Signal()
+        do_reset = Signal()
+        cmd_ign_evt = Signal()
+        cmd_ignored = Signal()
+        top.d.comb += do_reset.eq(rst_pending & quiescent)
+        with top.If(self.soft_reset):
+            top.d.sync += rst_pending.eq(1)
+        with top.Elif(do_reset):
+            top.d.sync += rst_pending.eq(0)
+        with top.If(self.soft_reset):
+            top.d.sync += cmd_ignored.eq(0)
+        with top.Elif(cmd_ign_evt):
+            top.d.sync += cmd_ignored.eq(1)
+        top.d.comb += self.cmd_ignored.eq(cmd_ignored)
+        top.submodules.core = ResetInserter({"sync": do_reset})(m)
+
+        error = Signal()
+        halt = Signal()
+        m.d.comb += [halt.eq(error | rst_pending), self.error.eq(error)]
+
+        # --- parameters -------------------------------------------------------------------
+        def misaligned(v):
+            return v[:lbb].any()
+
+        perr = ((self.row_bytes == 0) | misaligned(self.row_bytes)
+                | (self.row_bytes > cfg.max_row_bytes) | misaligned(self.row_stride)
+                | misaligned(self.popular_base))
+        for v in list(self.table_base) + list(self.staging_base):
+            perr = perr | misaligned(v)
+        m.d.comb += self.param_error.eq(perr)
+        row_beats = Signal(beat_bits)
+        m.d.comb += row_beats.eq(self.row_bytes >> lbb)
+
+        front_ok = Signal()          # sources may start new jobs
+        s_complete = Signal()        # a scatter completes this cycle
+        m.d.comb += front_ok.eq(~halt & ~perr & ~s_complete)
+
+        # --- bookkeeping counters ------------------------------------------------------------
+        gath_inflight = Array(Signal(cnt_bits, name=f"gath_inflight{b}") for b in range(B))
+        deferred_into = Array(Signal(cnt_bits, name=f"deferred_into{b}") for b in range(B))
+        scat_inflight = Signal(cnt_bits)
+        place_inflight = Signal(cnt_bits)
+        evict_inflight = Signal(cnt_bits)
+        gathers_done = Signal(B)
+        m.d.comb += gathers_done.eq(Cat((gath_inflight[b] == 0) & (deferred_into[b] == 0)
+                                        for b in range(B)))
+        m.d.comb += self.gathers_done.eq(gathers_done)
+        stats = {n: Signal(32, name=f"st_{n}") for n in STAT_NAMES}
+        for n in STAT_NAMES:
+            m.d.comb += getattr(self, f"stat_{n}").eq(stats[n])
+
+        # --- hazard state ---------------------------------------------------------------------
+        filt = Array(Signal(F, name=f"filter{b}") for b in range(B))
+        epoch = Signal(B)
+        log_count = Array(Signal(ib + 1, name=f"log_count{b}") for b in range(B))
+        for b in range(B):
+            m.d.comb += self.log_count[b].eq(log_count[b])
+        qhead = Array(Signal(pos_bits, name=f"qhead{b}") for b in range(B))
+        qtail = Array(Signal(pos_bits, name=f"qtail{b}") for b in range(B))
+        qcnt = Array(Signal(cnt_bits, name=f"qcnt{b}") for b in range(B))
+        replay_ok = Signal(B)
+
+        # gather log: {key, wait mask, epoch snapshot} per (bank, index)
+        log_layout = data.StructLayout({"key": kb, "mask": B, "snap": B})
+        m.submodules.log_mem = log_mem = Memory(shape=log_layout, depth=B * rows, init=[])
+        log_wp = log_mem.write_port()
+        log_sp = log_mem.read_port(domain="sync")     # scatter sequencer
+        log_rp = log_mem.read_port(domain="sync")     # replay
+        m.submodules.link_mem = link_mem = Memory(shape=pos_bits, depth=B * rows, init=[])
+        link_wp = link_mem.write_port()
+        link_rp = link_mem.read_port(domain="sync")
+
+        # list append / pop requests (comb)
+        app_en, app_q, app_pos = Signal(), Signal(bank_bits), Signal(pos_bits)
+        pop_en, pop_q, pop_next = Signal(), Signal(bank_bits), Signal(pos_bits)
+        m.d.comb += [link_wp.addr.eq(qtail[app_q]), link_wp.data.eq(app_pos),
+                     link_wp.en.eq(app_en & (qcnt[app_q] != 0))]
+        for q in range(B):
+            inc = app_en & (app_q == q)
+            dec = pop_en & (pop_q == q)
+            m.d.sync += qcnt[q].eq(qcnt[q] + inc - dec)
+            with m.If(inc):
+                m.d.sync += qtail[q].eq(app_pos)
+                with m.If(qcnt[q] == 0):
+                    m.d.sync += qhead[q].eq(app_pos)
+            with m.If(dec):
+                m.d.sync += qhead[q].eq(pop_next)
+                with m.If(qcnt[q] == 1):
+                    m.d.sync += replay_ok[q].eq(0)
+
+        # --- J pipeline: J1 select, J2 products, J3 addresses ---------------------------------
+        rd_take = Signal()
+        adv = Signal()
+        j1_v, j2_v, j3_v = Signal(), Signal(), Signal()
+        m.d.comb += adv.eq(~j3_v | rd_take)
+
+        sel_any = Signal()
+        sel_kind = Signal(2)
+        sel_bank = Signal(bank_bits)
+        sel_key = Signal(kb)
+        sel_n = Signal(nbits)
+        sel_bad = Signal()
+        enter = Signal()
+        if cfg.num_tables < (1 << cfg.table_bits):
+            m.d.comb += sel_bad.eq(sel_key[cfg.row_bits:] >= cfg.num_tables)
+        m.d.comb += enter.eq(sel_any & ~sel_bad)
+        with m.If(sel_any & sel_bad):
+            m.d.sync += self.bad_key.eq(1)
+
+        j1_kind, j1_bank, j1_key, j1_n = Signal(2), Signal(bank_bits), Signal(kb), Signal(nbits)
+        j2_kind, j2_bank = Signal(2), Signal(bank_bits)
+        j2_tbase, j2_hprod, j2_nbase, j2_nprod = (Signal(ADDR_BITS, name=n) for n in
+                                                  ("j2_tbase", "j2_hprod", "j2_nbase", "j2_nprod"))
+        j3_kind, j3_bank = Signal(2), Signal(bank_bits)
+        j3_src, j3_dst = Signal(ADDR_BITS), Signal(ADDR_BITS)
+        tbases = Array(self.table_base)
+        sbases = Array(self.staging_base)
+        with m.If(adv):
+            m.d.sync += [
+                j1_v.eq(enter), j1_kind.eq(sel_kind), j1_bank.eq(sel_bank), j1_key.eq(sel_key),
+                j1_n.eq(sel_n),
+                j2_v.eq(j1_v), j2_kind.eq(j1_kind), j2_bank.eq(j1_bank),
+                j2_tbase.eq(tbases[j1_key[cfg.row_bits:]] if cfg.num_tables > 1
+                            else self.table_base[0]),
+                j2_hprod.eq(j1_key[:cfg.row_bits] * self.row_stride),
+                j2_nbase.eq(Mux((j1_kind == KIND_PLACE) | (j1_kind == KIND_EVICT),
+                                self.popular_base, sbases[j1_bank])),
+                j2_nprod.eq(j1_n * self.row_bytes),
+                j3_v.eq(j2_v), j3_kind.eq(j2_kind), j3_bank.eq(j2_bank),
+            ]
+            host = (j2_tbase + j2_hprod)[:ADDR_BITS]
+            other = (j2_nbase + j2_nprod)[:ADDR_BITS]
+            to_host = (j2_kind == KIND_SCATTER) | (j2_kind == KIND_EVICT)
+            m.d.sync += [j3_src.eq(Mux(to_host, other, host)),
+                         j3_dst.eq(Mux(to_host, host, other))]
+
+        # --- sources ----------------------------------------------------------------------------
+        # replay FSM
+        rp_busy_state = Signal()          # 0 idle, 1 data
+        rp_q = Signal(bank_bits)
+        rp_pos = Signal(pos_bits)
+        replayable = Signal(B)
+        m.d.comb += replayable.eq(Cat(replay_ok[q] & (qcnt[q] != 0) for q in range(B)))
+        replay_busy = Signal()
+        m.d.comb += replay_busy.eq(rp_busy_state | replayable.any() | s_complete)
+        rp_word = log_rp.data
+        m.d.comb += [log_rp.en.eq(0), link_rp.en.eq(0), log_sp.en.eq(0)]
+        rp_rest = Signal(B)
+        m.d.comb += rp_rest.eq(rp_word.mask & ~(epoch ^ rp_word.snap)
+                               & ~(Const(1, B) << rp_q)[:B])
+        r_replay = Signal()
+        g_replay = Signal()
+        with m.If(~rp_busy_state):
+            with m.If(replayable.any() & front_ok):
+                q = _lowest(replayable, B)
+                m.d.comb += [log_rp.addr.eq(qhead[q]), log_rp.en.eq(1),
+                             link_rp.addr.eq(qhead[q]), link_rp.en.eq(1)]
+                m.d.sync += [rp_busy_state.eq(1), rp_q.eq(q), rp_pos.eq(qhead[q])]
+        with m.Else():
+            with m.If(front_ok):
+                with m.If(rp_rest.any()):
+                    m.d.comb += [app_en.eq(1), app_q.eq(_lowest(rp_rest, B)), app_pos.eq(rp_pos),
+                                 pop_en.eq(1), pop_q.eq(rp_q), pop_next.eq(link_rp.data)]
+                    m.d.sync += rp_busy_state.eq(0)
+                with m.Else():
+                    m.d.comb += r_replay.eq(1)
+                    with m.If(g_replay):
+                        m.d.comb += [pop_en.eq(1), pop_q.eq(rp_q), pop_next.eq(link_rp.data)]
+                        m.d.sync += rp_busy_state.eq(0)
+
+        # scatter sequencer
+        s_pending = Signal(B)
+        s_state = Signal(range(4))        # 0 idle, 1 wait, 2 run, 3 drain
+        s_bank = Signal(bank_bits)
+        s_i = Signal(ib + 1)
+        s_kv = Signal()
+        r_scat, g_scat = Signal(), Signal()
+        s_word = log_sp.data
+        m.d.comb += log_sp.addr.eq(Cat(s_i[:ib], s_bank))
+        with m.Switch(s_state):
+            with m.Case(0):
+                with m.If(s_pending.any()):
+                    m.d.sync += [s_bank.eq(_lowest(s_pending, B)), s_state.eq(1)]
+            with m.Case(1):
+                with m.If(gathers_done.bit_select(s_bank, 1) & ~replay_busy):
+                    m.d.sync += [s_i.eq(0), s_kv.eq(0),
+                                 s_state.eq(Mux(log_count[s_bank] == 0, 3, 2))]
+            with m.Case(2):
+                with m.If(~s_kv):
+                    m.d.comb += log_sp.en.eq(1)
+                    m.d.sync += s_kv.eq(1)
+                with m.Else():
+                    m.d.comb += r_scat.eq(1)
+                    with m.If(g_scat):
+                        with m.If(s_i + 1 == log_count[s_bank]):
+                            m.d.sync += [s_kv.eq(0), s_state.eq(3)]
+                        with m.Else():
+                            m.d.comb += [log_sp.en.eq(1),
+                                         log_sp.addr.eq(Cat((s_i + 1)[:ib], s_bank))]
+                            m.d.sync += s_i.eq(s_i + 1)
+            with m.Case(3):
+                with m.If(scat_inflight == 0):
+                    m.d.comb += s_complete.eq(1)
+                    m.d.sync += s_state.eq(0)
+        with m.If(s_complete):
+            for b in range(B):
+                with m.If(s_bank == b):
+                    m.d.sync += [log_count[b].eq(0), filt[b].eq(0), epoch[b].eq(~epoch[b]),
+                                 replay_ok[b].eq(qcnt[b] != 0)]
+        m.d.comb += self.scatter_busy.eq(
+            s_pending | Mux(s_state != 0, (Const(1, B) << s_bank)[:B], 0))
+
+        # evict sequencer
+        e_pending = Signal()
+        e_state = Signal(range(5))        # 0 idle, 1 wait, 2 req, 3 resp, 4 drain
+        e_slot = Signal(sb + 1)
+        r_evict, g_evict = Signal(), Signal()
+        m.d.comb += [self.cam_read_req.payload.eq(e_slot[:sb]), self.evict_busy.eq(e_pending)]
+        e_next = Signal()
+        with m.Switch(e_state):
+            with m.Case(0):
+                with m.If(e_pending):
+                    m.d.sync += e_state.eq(1)
+            with m.Case(1):
+                with m.If((place_inflight == 0) & front_ok):
+                    m.d.sync += [e_slot.eq(0), e_state.eq(2)]
+            with m.Case(2):
+                m.d.comb += self.cam_read_req.valid.eq(1)
+                with m.If(self.cam_read_req.ready):
+                    m.d.sync += e_state.eq(3)
+            with m.Case(3):
+                with m.If(halt):
+                    m.d.comb += self.cam_read_resp.ready.eq(1)
+                    with m.If(self.cam_read_resp.valid):
+                        m.d.sync += e_state.eq(0)
+                with m.Elif(self.cam_read_resp.valid):
+                    with m.If(~self.cam_read_resp.payload.used):
+                        m.d.comb += [self.cam_read_resp.ready.eq(1), e_next.eq(1)]
+                    with m.Else():
+                        m.d.comb += [r_evict.eq(1), self.cam_read_resp.ready.eq(g_evict),
+                                     e_next.eq(g_evict)]
+                with m.If(e_next):
+                    with m.If(e_slot == cfg.cam_entries - 1):
+                        m.d.sync += e_state.eq(4)
+                    with m.Else():
+                        m.d.sync += [e_slot.eq(e_slot + 1), e_state.eq(2)]
+            with m.Case(4):
+                with m.If(evict_inflight == 0):
+                    m.d.sync += [e_pending.eq(0), e_state.eq(0)]
+
+        # commands
+        sb_onehot = (Const(1, B) << self.scatter_bank)[:B]
+        with m.If(self.scatter_start):
+            with m.If(halt | (self.scatter_busy & sb_onehot).any()):
+                m.d.comb += cmd_ign_evt.eq(1)
+            with m.Else():
+                m.d.sync += s_pending.eq(s_pending | sb_onehot)
+        with m.If(s_complete):
+            for b in range(B):
+                with m.If(s_bank == b):
+                    m.d.sync += s_pending[b].eq(0)
+        with m.If(self.evict_start):
+            with m.If(halt | e_pending):
+                m.d.comb += cmd_ign_evt.eq(1)
+            with m.Else():
+                m.d.sync += e_pending.eq(1)
+
+        # place input
+        r_place, g_place = Signal(), Signal()
+        m.d.comb += [r_place.eq(self.place.valid & front_ok & ~e_pending),
+                     self.place.ready.eq(g_place | (error & ~rst_pending))]
+
+        # gather input
+        gp = self.gather.payload
+        g_hash = h3_expr(gp.key, SEED_DMA_FILTER, kb, fb)
+        hits = Signal(B)
+        m.d.comb += hits.eq(Cat(filt[d].bit_select(g_hash, 1) & (gp.bank != d)
+                                for d in range(B)))
+        g_blocked = (s_pending.bit_select(gp.bank, 1)
+                     | ((s_state != 0) & (s_bank == gp.bank)))
+        g_base = Signal()
+        m.d.comb += g_base.eq(self.gather.valid & front_ok & ~replay_busy & ~g_blocked)
+        r_gath, g_gath = Signal(), Signal()
+        gather_take = Signal()
+        m.d.comb += [r_gath.eq(g_base & ~hits.any()),
+                     gather_take.eq(g_base & (hits.any() | g_gath)),
+                     self.gather.ready.eq(gather_take | (error & ~rst_pending))]
+        g_pos = Cat(gp.index, gp.bank)
+        m.d.comb += [log_wp.addr.eq(g_pos), log_wp.en.eq(gather_take),
+                     log_wp.data.eq(Cat(gp.key, hits, epoch))]
+        with m.If(gather_take):
+            for b in range(B):
+                with m.If(gp.bank == b):
+                    m.d.sync += filt[b].eq(filt[b] | (Const(1, 1) << g_hash))
+                    with m.If(gp.index >= log_count[b]):
+                        m.d.sync += log_count[b].eq(gp.index + 1)
+            with m.If(hits.any()):
+                m.d.comb += [app_en.eq(1), app_q.eq(_lowest(hits, B)), app_pos.eq(g_pos)]
+                m.d.sync += stats["deferred"].eq(stats["deferred"] + 1)
+
+        # deferred_into counters
+        for b in range(B):
+            inc = gather_take & hits.any() & (gp.bank == b)
+            dec = g_replay & (rp_pos[ib:] == b)
+            m.d.sync += deferred_into[b].eq(deferred_into[b] + inc - dec)
+
+        # arbiter: replay > scatter > evict > place > gather
+        reqs = [(r_replay, g_replay, KIND_GATHER, rp_pos[ib:], rp_word.key, rp_pos[:ib]),
+                (r_scat, g_scat, KIND_SCATTER, s_bank, s_word.key, s_i[:ib]),
+                (r_evict, g_evict, KIND_EVICT, 0, self.cam_read_resp.payload.key, e_slot[:sb]),
+                (r_place, g_place, KIND_PLACE, 0, self.place.payload.key,
+                 self.place.payload.slot),
+                (r_gath, g_gath, KIND_GATHER, gp.bank, gp.key, gp.index)]
+        higher = Const(0, 1)
+        with m.If(adv):
+            for i, (r, gnt, kind, bank, key, n) in enumerate(reqs):
+                m.d.comb += gnt.eq(r & ~higher)
+                with m.If(gnt):
+                    m.d.comb += [sel_any.eq(1), sel_kind.eq(kind), sel_bank.eq(bank),
+                                 sel_key.eq(key), sel_n.eq(n)]
+                higher = higher | r
+
+        # --- read issuer ----------------------------------------------------------------------
+        row_layout = data.StructLayout({"dst": ADDR_BITS, "beats": beat_bits, "kind": 2,
+                                        "bank": bank_bits})
+        m.submodules.row_fifo = row_fifo = SyncFIFOBuffered(
+            width=row_layout.size, depth=max(4, T))
+        rj_v = Signal()
+        rj_src = Signal(ADDR_BITS)
+        rj_left = Signal(beat_bits)
+        ar_valid = Signal()
+        in_use = Signal(range(T + 1))
+        ip = Signal(tb_)                    # next tag to allocate
+        rt = Signal(tb_)                    # oldest tag (retire pointer)
+        wa = Signal(db + 1)                 # buffer allocation pointer
+        wptr = Signal(db + 1)               # buffer read (W fetch) pointer
+        t_base = Array(Signal(db, name=f"t_base{t}") for t in range(T))
+        t_len = Array(Signal(8, name=f"t_len{t}") for t in range(T))
+        t_cnt = Array(Signal(8, name=f"t_cnt{t}") for t in range(T))
+        t_done = Array(Signal(name=f"t_done{t}") for t in range(T))
+        t_err = Array(Signal(name=f"t_err{t}") for t in range(T))
+        m.submodules.tag_addr = tag_addr = Memory(shape=ADDR_BITS, depth=T, init=[])
+        ta_wp = tag_addr.write_port()
+        ta_rp = tag_addr.read_port(domain="sync")
+
+        def burst_len(addr, left):
+            to_page = Signal(13 - lbb + 1)
+            m.d.comb += to_page.eq((Const(PAGE, 13) - addr[:12]) >> lbb)
+            return _min(_min(left, to_page), MB)
+
+        ar_len = Signal(burst_bits)
+        m.d.comb += ar_len.eq(burst_len(rj_src, rj_left))
+        occupancy = Signal(db + 1)
+        m.d.comb += occupancy.eq(wa - wptr)
+        ar_ok, ar_last = Signal(), Signal()
+        # stop at once when an error response is seen (the R beat in its register, the B
+        # response in its handshake cycle), before `error` itself is set
+        halt_now = Signal()
+        m.d.comb += [
+            ar_ok.eq(rj_v & (~ar_valid | axi.arready) & (in_use < N)
+                     & (occupancy + ar_len <= D) & ~halt_now),
+            ar_last.eq(ar_ok & (rj_left == ar_len)),
+            rd_take.eq(j3_v & ~halt & row_fifo.w_rdy & (~rj_v | ar_last)),
+        ]
+        m.d.comb += [
+            axi.arvalid.eq(ar_valid), axi.arsize.eq(lbb), axi.arburst.eq(1),
+            axi.arcache.eq(0b0011), axi.arlock.eq(0), axi.arprot.eq(0),
+            ta_wp.addr.eq(ip), ta_wp.data.eq(rj_src), ta_wp.en.eq(ar_ok),
+        ]
+        with m.If(ar_ok):
+            m.d.sync += [
+                ar_valid.eq(1), axi.araddr.eq(rj_src), axi.arlen.eq(ar_len - 1),
+                axi.arid.eq(ip[:idl] if idl else 0),
+                t_base[ip].eq(wa[:db]), t_len[ip].eq(ar_len - 1), t_cnt[ip].eq(0),
+                t_done[ip].eq(0), t_err[ip].eq(0),
+                wa.eq(wa + ar_len), ip.eq(ip + 1),
+                rj_src.eq(rj_src + (ar_len << lbb)), rj_left.eq(rj_left - ar_len),
+            ]
+            with m.If(ar_last):
+                m.d.sync += rj_v.eq(0)
+        with m.Elif(axi.arready):
+            m.d.sync += ar_valid.eq(0)
+        rowin = data.View(row_layout, row_fifo.w_data)
+        m.d.comb += [row_fifo.w_en.eq(rd_take), rowin.dst.eq(j3_dst), rowin.beats.eq(row_beats),
+                     rowin.kind.eq(j3_kind), rowin.bank.eq(j3_bank)]
+        with m.If(rd_take):
+            m.d.sync += [rj_v.eq(1), rj_src.eq(j3_src), rj_left.eq(row_beats)]
+
+        # --- R channel: tag lookup, data into the buffer --------------------------------------
+        m.submodules.buf = buf = Memory(shape=cfg.axi_data_bits, depth=D, init=[])
+        buf_wp = buf.write_port()
+        buf_rp = buf.read_port(domain="sync")
+        r1_v, r1_last = Signal(), Signal()
+        r1_id = Signal(max(1, idl))
+        r1_data = Signal(cfg.axi_data_bits)
+        r1_resp = Signal(2)
+        m.d.comb += axi.rready.eq(1)
+        m.d.sync += r1_v.eq(axi.rvalid)
+        with m.If(axi.rvalid):
+            m.d.sync += [r1_id.eq(axi.rid[:idl] if idl else 0), r1_data.eq(axi.rdata),
+                         r1_resp.eq(axi.rresp), r1_last.eq(axi.rlast)]
+        head_tag = Array(Signal(tb_, init=i, name=f"head_tag{i}") for i in range(ids))
+        r_tag = Signal(tb_)
+        m.d.comb += [r_tag.eq(head_tag[r1_id] if ids > 1 else head_tag[0]),
+                     buf_wp.addr.eq(t_base[r_tag] + t_cnt[r_tag]), buf_wp.data.eq(r1_data),
+                     buf_wp.en.eq(r1_v), ta_rp.addr.eq(r_tag), ta_rp.en.eq(r1_v)]
+        cap_r = Signal()
+        m.d.sync += cap_r.eq(0)
+        with m.If(cap_r):
+            m.d.sync += self.error_addr.eq(ta_rp.data)
+        with m.If(r1_v):
+            m.d.sync += [t_cnt[r_tag].eq(t_cnt[r_tag] + 1),
+                         stats["bytes_read"].eq(stats["bytes_read"] + bb)]
+            with m.If(r1_last):
+                m.d.sync += t_done[r_tag].eq(1)
+                if ids > 1:
+                    m.d.sync += head_tag[r1_id].eq(head_tag[r1_id] + ids)
+                else:
+                    m.d.sync += head_tag[0].eq(head_tag[0] + ids)
+            with m.If(r1_resp[1]):
+                m.d.sync += t_err[r_tag].eq(1)
+                with m.If(~error):
+                    m.d.sync += [error.eq(1), self.error_resp.eq(r1_resp), cap_r.eq(1)]
+
+        # retire in order
+        retire = Signal()
+        avail = Signal(db + 1)            # retired beats not yet claimed by an AW
+        m.d.comb += retire.eq((in_use != 0) & t_done[rt])
+        with m.If(retire):
+            m.d.sync += [t_done[rt].eq(0), rt.eq(rt + 1)]
+        m.d.sync += in_use.eq(in_use + ar_ok - retire)
+
+        # --- write issuer -------------------------------------------------------------------------
+        b_layout = data.StructLayout({"addr": ADDR_BITS, "last": 1, "kind": 2,
+                                      "bank": bank_bits})
+        m.submodules.b_fifo = b_fifo = SyncFIFOBuffered(width=b_layout.size, depth=max(4, T))
+        m.submodules.wl_fifo = wl_fifo = SyncFIFOBuffered(width=8, depth=4)
+        wr_v = Signal()
+        wr_dst = Signal(ADDR_BITS)
+        wr_left = Signal(beat_bits)
+        wr_kind = Signal(2)
+        wr_bank = Signal(bank_bits)
+        aw_valid = Signal()
+        aw_len = Signal(burst_bits)
+        m.d.comb += aw_len.eq(burst_len(wr_dst, wr_left))
+        aw_ok, aw_last, wr_take = Signal(), Signal(), Signal()
+        m.d.comb += [
+            aw_ok.eq(wr_v & (~aw_valid | axi.awready) & (avail >= aw_len) & b_fifo.w_rdy
+                     & wl_fifo.w_rdy & ~halt_now),
+            aw_last.eq(aw_ok & (wr_left == aw_len)),
+            wr_take.eq(row_fifo.r_rdy & (~wr_v | aw_last) & ~halt),
+            row_fifo.r_en.eq(wr_take),
+        ]
+        ret_beats = Mux(retire & ~t_err[rt], t_len[rt] + 1, 0)
+        m.d.sync += avail.eq(avail + ret_beats - Mux(aw_ok, aw_len, 0))
+        m.d.comb += [
+            axi.awvalid.eq(aw_valid), axi.awsize.eq(lbb), axi.awburst.eq(1),
+            axi.awcache.eq(0b0011), axi.awlock.eq(0), axi.awprot.eq(0), axi.awid.eq(0),
+        ]
+        bin_ = data.View(b_layout, b_fifo.w_data)
+        m.d.comb += [b_fifo.w_en.eq(aw_ok), bin_.addr.eq(wr_dst), bin_.last.eq(aw_last),
+                     bin_.kind.eq(wr_kind), bin_.bank.eq(wr_bank),
+                     wl_fifo.w_en.eq(aw_ok), wl_fifo.w_data.eq(aw_len - 1)]
+        with m.If(aw_ok):
+            m.d.sync += [aw_valid.eq(1), axi.awaddr.eq(wr_dst), axi.awlen.eq(aw_len - 1),
+                         wr_dst.eq(wr_dst + (aw_len << lbb)), wr_left.eq(wr_left - aw_len)]
+            with m.If(aw_last):
+                m.d.sync += wr_v.eq(0)
+        with m.Elif(axi.awready):
+            m.d.sync += aw_valid.eq(0)
+        rowout = data.View(row_layout, row_fifo.r_data)
+        with m.If(wr_take):
+            m.d.sync += [wr_v.eq(1), wr_dst.eq(rowout.dst), wr_left.eq(rowout.beats),
+                         wr_kind.eq(rowout.kind), wr_bank.eq(rowout.bank)]
+
+        # W: buffer read (stage 1) -> W register (stage 2)
+        s1_v, s1_last = Signal(), Signal()
+        w_valid = Signal()
+        f_left = Signal(8)
+        f_active = Signal()
+        load2, adv1, fetch, f_lastbeat = Signal(), Signal(), Signal(), Signal()
+        m.d.comb += [
+            load2.eq(s1_v & (~w_valid | axi.wready)),
+            adv1.eq(~s1_v | load2),
+            fetch.eq(adv1 & (f_active | wl_fifo.r_rdy)),
+            buf_rp.en.eq(adv1), buf_rp.addr.eq(wptr[:db]),
+            axi.wvalid.eq(w_valid), axi.wstrb.eq((1 << bb) - 1),
+        ]
+        with m.If(fetch):
+            m.d.sync += wptr.eq(wptr + 1)
+            with m.If(~f_active):
+                m.d.comb += [wl_fifo.r_en.eq(1), f_lastbeat.eq(wl_fifo.r_data == 0)]
+                m.d.sync += [f_left.eq(wl_fifo.r_data), f_active.eq(wl_fifo.r_data != 0)]
+            with m.Else():
+                m.d.comb += f_lastbeat.eq(f_left == 1)
+                m.d.sync += [f_left.eq(f_left - 1), f_active.eq(f_left != 1)]
+        with m.If(adv1):
+            m.d.sync += [s1_v.eq(fetch), s1_last.eq(f_lastbeat)]
+        with m.If(load2):
+            m.d.sync += [w_valid.eq(1), axi.wdata.eq(buf_rp.data), axi.wlast.eq(s1_last)]
+        with m.Elif(axi.wready):
+            m.d.sync += w_valid.eq(0)
+        with m.If(w_valid & axi.wready):
+            m.d.sync += stats["bytes_written"].eq(stats["bytes_written"] + bb)
+
+        # B: complete rows
+        bout = data.View(b_layout, b_fifo.r_data)
+        b_take = Signal()
+        m.d.comb += [axi.bready.eq(b_fifo.r_rdy), b_take.eq(axi.bvalid & b_fifo.r_rdy),
+                     b_fifo.r_en.eq(b_take)]
+        b_bad = axi.bresp[1]
+        m.d.comb += halt_now.eq(halt | (r1_v & r1_resp[1]) | (b_take & b_bad))
+        with m.If(b_take & b_bad & ~error):
+            m.d.sync += [error.eq(1), self.error_resp.eq(axi.bresp),
+                         self.error_addr.eq(bout.addr)]
+        done_row = Signal()
+        m.d.comb += done_row.eq(b_take & bout.last)
+        ok_row = done_row & ~b_bad
+        for kind, name in ((KIND_PLACE, "rows_placed"), (KIND_GATHER, "rows_gathered"),
+                           (KIND_SCATTER, "rows_scattered"), (KIND_EVICT, "rows_evicted")):
+            with m.If(ok_row & (bout.kind == kind)):
+                m.d.sync += stats[name].eq(stats[name] + 1)
+
+        # in-flight row counters: +1 at J1 entry, -1 at the row's last write response
+        def count(sig, inc, dec):
+            m.d.sync += sig.eq(sig + inc - dec)
+
+        for b in range(B):
+            count(gath_inflight[b], enter & (sel_kind == KIND_GATHER) & (sel_bank == b),
+                  done_row & (bout.kind == KIND_GATHER) & (bout.bank == b))
+        count(scat_inflight, enter & (sel_kind == KIND_SCATTER),
+              done_row & (bout.kind == KIND_SCATTER))
+        count(place_inflight, enter & (sel_kind == KIND_PLACE),
+              done_row & (bout.kind == KIND_PLACE))
+        count(evict_inflight, enter & (sel_kind == KIND_EVICT),
+              done_row & (bout.kind == KIND_EVICT))
+
+        # --- status -----------------------------------------------------------------------------
+        m.d.comb += quiescent.eq((in_use == 0) & ~ar_valid & ~aw_valid & (b_fifo.level == 0)
+                                 & ~r1_v & (e_state != 2) & (e_state != 3))
+        work = (j1_v | j2_v | j3_v | rj_v | wr_v | (row_fifo.level != 0) | s_pending.any()
+                | (s_state != 0) | e_pending | (e_state != 0) | rp_busy_state)
+        for q in range(B):
+            work = work | (qcnt[q] != 0)
+        m.d.comb += self.busy.eq(rst_pending | ~quiescent | (~error & work))
+        return top
