@@ -125,7 +125,6 @@ Cycle costs
 """
 
 from types import SimpleNamespace
-from ..hashing import SEED_DMA_FILTER    # H3 seed of the per-bank hazard filters
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal
 from amaranth.lib import data, stream, wiring
@@ -134,6 +133,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2, exact_log2
 
+from ..hashing import SEED_DMA_FILTER    # H3 seed of the per-bank hazard filters
 from .hash import h3_expr
 from .install import placed_layout
 
