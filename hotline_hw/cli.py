@@ -148,6 +148,36 @@ def cmd_golden(args):
         print(f"(golden models ran in {dt:.1f} s, {tr.n_lookups / dt / 1e6:.2f}M lookups/s)")
 
 
+def cmd_generate(args):
+    """Generate the accelerator: Verilog, config.json and the register map files."""
+    from .gateware.export import write
+    from .gateware.top import HotlineAccelerator, stream_geometry
+    from .regmap import RegMapError, regmap, write_outputs
+    cfg = config_from_args(args)
+    out = Path(args.output)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise UsageError(f"{out}: cannot create ({e.strerror})") from None
+    t0 = time.perf_counter()
+    try:
+        rmap = regmap(cfg)
+        reg_files = write_outputs(cfg, out)
+    except RegMapError as e:
+        raise UsageError(f"register map: {e}") from None
+    cfg.save(out / "config.json")
+    vpath, ppath = write(HotlineAccelerator(cfg), args.top, out)
+    dt = time.perf_counter() - t0
+    geo = stream_geometry(cfg)
+    print(f"hotline-hw generate: {cfg.name!r}: {cfg.summary()}")
+    print(f"  {vpath} ({vpath.stat().st_size // 1000} kB, top module {args.top!r}, "
+          f"{dt:.1f} s), {ppath.name}, config.json")
+    print(f"  register map: {len(rmap.registers)} registers, {rmap.size:#x} bytes of "
+          f"AXI4-Lite space: " + ", ".join(Path(f).name for f in reg_files))
+    print(f"  streams: s_axis_lookup {geo['in_bits']} bits, m_axis_popular / "
+          f"m_axis_nonpopular {geo['out_bits']} bits; m_axi {cfg.axi_data_bits} bits")
+
+
 def cmd_demo(args):
     """The main job: the default accelerator's configuration and what it does to a
     synthetic Criteo Kaggle trace."""
@@ -231,6 +261,14 @@ def build_parser():
     s.add_argument("--json", action="store_true", help="print the figures as JSON")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_golden)
+
+    s = sub.add_parser("generate", help=cmd_generate.__doc__.splitlines()[0])
+    add_config_args(s)
+    s.add_argument("-o", "--output", required=True, metavar="DIR",
+                   help="where to write the files")
+    s.add_argument("--top", default="hotline", metavar="NAME",
+                   help="the top module's name (default hotline)")
+    s.set_defaults(func=cmd_generate)
 
     s = sub.add_parser("demo", help=cmd_demo.__doc__.splitlines()[0])
     add_config_args(s)

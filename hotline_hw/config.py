@@ -129,7 +129,7 @@ class HotlineConfig:
     # --- reset values of run-time registers --------------------------------------------
     learn_period: int = field(default=1, metadata={"doc":
         "Reset value of LEARN_PERIOD: mini-batch n of a learning phase is sampled iff "
-        "n % learn_period == 0 (1..2**16)."})
+        "n % learn_period == 0 (1..65535)."})
     learn_threshold: int = field(default=2, metadata={"doc":
         "Reset value of LEARN_THRESHOLD: the smallest count a row needs to be installed "
         "(1..2**counter_bits - 1)."})
@@ -248,7 +248,7 @@ class HotlineConfig:
         if self.row_bytes % self.bus_bytes:
             fail("row_bytes", f"must be a multiple of the bus width in bytes ({self.bus_bytes})")
 
-        integer("learn_period", 1, 1 << 16)
+        integer("learn_period", 1, (1 << 16) - 1)
         integer("learn_threshold", 1, self.counter_max)
 
     # --- construction and serialisation --------------------------------------------------

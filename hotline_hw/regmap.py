@@ -309,7 +309,7 @@ def _layout(cfg):
         *_lohi("POPULAR_BASE", "Popular base", "Byte address of slot 0 of the popular "
                "region in device memory.", "config"),
         _value("LEARN_PERIOD", "Learn period", "Mini-batch n of a learning phase is sampled "
-               "iff n % LEARN_PERIOD == 0 (0 acts as 1).", "config", 17, cfg.learn_period),
+               "iff n % LEARN_PERIOD == 0 (0 acts as 1).", "config", 16, cfg.learn_period),
         _value("LEARN_THRESHOLD", "Learn threshold", "Smallest count a row needs to be "
                "installed.", "config", cfg.counter_bits, cfg.learn_threshold),
     ]

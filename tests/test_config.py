@@ -48,7 +48,7 @@ def test_kaggle_and_terabyte_key_formats():
     ("axi_data_bits", 96, "64, 128, 256 or 512"),
     ("row_bytes", 72, "multiple of the bus width"),
     ("max_row_bytes", 8192, f"16..4096"),
-    ("learn_period", 0, "1..65536"),
+    ("learn_period", 0, "1..65535"),
     ("learn_threshold", 4096, "1..4095"),
     ("max_sample_lookups", 2, "4..65536"),
     ("lanes", True, "integer"),
@@ -98,7 +98,7 @@ def configs(draw):
     if draw(st.booleans()):
         changes["aging_period"] = draw(st.integers(0, 1 << 16))
     if draw(st.booleans()):
-        changes["learn_period"] = draw(st.integers(1, 1 << 16))
+        changes["learn_period"] = draw(st.integers(1, (1 << 16) - 1))
     if changes.get("lanes", base.lanes) > base.max_sample_lookups:
         changes["max_sample_lookups"] = changes["lanes"]
     return base.replace(**changes)

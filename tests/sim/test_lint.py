@@ -8,6 +8,7 @@ about a signal or construct not listed here still fails the test.
 """
 
 import importlib
+import importlib.util
 
 import pytest
 
@@ -94,7 +95,24 @@ UNIT_WAIVERS["popularity"] = (UNIT_WAIVERS["counters"] + UNIT_WAIVERS["cam"]
 
 
 #: Units built from other registered units (their members' alias wires appear there too).
-SUBUNITS = {"popularity": ("counters", "cam", "install")}
+SUBUNITS = {"popularity": ("counters", "cam", "install"),
+            "hotline": ("popularity", "fragmenter", "dma", "registers")}
+
+
+def _rescoped(waivers, old, new):
+    """``waivers`` with ``old`` replaced by ``new`` in their instance pattern: a unit's own
+    waivers, for the same unit inside the accelerator top."""
+    import dataclasses
+    return tuple(dataclasses.replace(w, instance=w.instance.replace(old, new))
+                 if w.instance and old in w.instance else w for w in waivers)
+
+
+def hotline_waivers():
+    """The top holds every unit under its registered name (``hotline.dut.fragmenter``...)."""
+    return (UNIT_WAIVERS["popularity"]
+            + _rescoped(unit_waivers("fragmenter"), r"fragmenter\.dut", r"hotline\.dut\.fragmenter")
+            + _rescoped(unit_waivers("dma"), r"dma\.dut", r"hotline\.dut\.dma")
+            + _rescoped(unit_waivers("registers"), r"registers\.dut", r"hotline\.dut\.registers"))
 
 
 def _members(unit, cfg):
@@ -149,6 +167,10 @@ def _variant(unit, cfg, *, skip=True):
 def unit_waivers(unit):
     """The waivers of ``unit``: :data:`UNIT_WAIVERS`, else ``LINT_WAIVERS`` of its testbench
     module ``sim.tb_<unit>`` (a unit can keep its justified waivers beside its testbench)."""
+    if unit == "hotline":
+        return hotline_waivers() + tuple(getattr(importlib.import_module("sim.tb_hotline"),
+                                                 "LINT_WAIVERS", ())) if _has_tb("hotline") \
+            else hotline_waivers()
     if unit in UNIT_WAIVERS:
         return UNIT_WAIVERS[unit]
     try:
@@ -156,6 +178,10 @@ def unit_waivers(unit):
     except ImportError:
         return ()
     return tuple(getattr(mod, "LINT_WAIVERS", ()))
+
+
+def _has_tb(unit):
+    return importlib.util.find_spec(f"sim.tb_{unit}") is not None
 
 
 def _waivers(unit, cfg):
