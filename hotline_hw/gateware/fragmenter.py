@@ -385,11 +385,15 @@ class MiniBatchFragmenter(wiring.Component):
         # mini-batch boundary: the first beat waits for the previous mini-batch to drain
         all_idle = Signal()
         retire_idle = Signal()
-        m.d.comb += all_idle.eq(Cat(*[bk.idle for bk in banks]).all() & (beatf.level == 0)
-                                & retire_idle)
+        dedup_idle = Signal()                # the previous mini-batch has retired
+        m.d.comb += [
+            dedup_idle.eq(Cat(*[bk.idle for bk in banks]).all() & (beatf.level == 0)
+                          & ~beatf.r_rdy),
+            all_idle.eq(dedup_idle & retire_idle),
+        ]
         started = Signal()
         start_now = Signal()
-        m.d.comb += start_now.eq(metaf.r_rdy & dm.first & ~started & all_idle)
+        m.d.comb += start_now.eq(metaf.r_rdy & dm.first & ~started & dedup_idle)
         for bk in banks:
             m.d.comb += bk.batch_start.eq(start_now)
         with m.If(start_now):
@@ -538,8 +542,9 @@ class MiniBatchFragmenter(wiring.Component):
         sb_layout = data.StructLayout({"beat": out_layout, "has_sample": 1, "last": 1})
         m.submodules.sbuf = sbuf = SyncFIFOBuffered(width=sb_layout.size, depth=sbuf_depth)
         retire = Signal()
+        pend_valid = Signal()                # a retired mini-batch's figures await do_term
         m.d.comb += retire.eq(beatf.r_rdy & avail & dup_ok & wq_ok & sbuf.w_rdy
-                              & ((g_keep == 0) | gathf.w_rdy))
+                              & ((g_keep == 0) | gathf.w_rdy) & ~(rb.last & pend_valid))
         m.d.comb += beatf.r_en.eq(retire)
         for b, bk in enumerate(banks):
             m.d.comb += [bk.res_q.pop_n.eq(Mux(retire, needs[b], 0)),
@@ -616,27 +621,40 @@ class MiniBatchFragmenter(wiring.Component):
             "framing_errors": rb.ferr,
             "minibatches": Const(0, 1),
         }
-        batch = {n: Signal(32, name=f"batch_{n}") for n in STAT_NAMES}
+        # Retire-side figures of a mini-batch are complete when its last beat retires: they
+        # move to `pend_*` then, and the next mini-batch may retire while the emitter still
+        # sends this one's beats. Its sample counts are complete at its terminator
+        # (do_term), when everything is published.
+        emit_side = ("popular_samples", "nonpopular_samples")
+        retire_side = [n for n in STAT_NAMES if n not in emit_side + ("minibatches",)]
+        batch = {n: Signal(32, name=f"batch_{n}") for n in STAT_NAMES if n != "minibatches"}
+        pend = {n: Signal(32, name=f"pend_{n}") for n in retire_side}
         with m.If(retire):
-            for n in STAT_NAMES:
-                if n not in ("popular_samples", "nonpopular_samples"):
+            for n in retire_side:
+                with m.If(rb.last):
+                    m.d.sync += [pend[n].eq(batch[n] + per_beat[n]), batch[n].eq(0)]
+                with m.Else():
                     m.d.sync += batch[n].eq(batch[n] + per_beat[n])
+            with m.If(rb.last):
+                m.d.sync += [pend_valid.eq(1), scount_st.eq(0), sbank.eq(sbank + 1)]
+                if cfg.staging_banks == 1:
+                    m.d.sync += sbank.eq(0)
         with m.If(emit & eb.beat.user):
             with m.If(r_np):
                 m.d.sync += batch["nonpopular_samples"].eq(batch["nonpopular_samples"] + 1)
             with m.Else():
                 m.d.sync += batch["popular_samples"].eq(batch["popular_samples"] + 1)
         with m.If(do_term):
-            m.d.sync += [term_pending.eq(0), scount_st.eq(0), sbank.eq(sbank + 1)]
-            if cfg.staging_banks == 1:
-                m.d.sync += sbank.eq(0)
+            m.d.sync += [term_pending.eq(0), pend_valid.eq(0)]
             for n in STAT_NAMES:
                 tot = getattr(self, "stat_" + n)
                 lst = getattr(self, "last_" + n)
                 if n == "minibatches":
                     m.d.sync += [tot.eq(tot + 1), lst.eq(1)]
-                else:
+                elif n in emit_side:
                     m.d.sync += [tot.eq(tot + batch[n]), lst.eq(batch[n]), batch[n].eq(0)]
+                else:
+                    m.d.sync += [tot.eq(tot + pend[n]), lst.eq(pend[n])]
         m.d.comb += [
             self.ev_minibatch.eq(do_term),
             self.ev_bad_key.eq(retire & (rb.bad_n != 0)),
