@@ -158,6 +158,10 @@ class MiniBatchFragmenter(wiring.Component):
         No effect when no mini-batch is open.
     busy : Out(1)
         A mini-batch is open, or something accepted has not yet left on an output.
+    gather_busy : Out(1)
+        A gather request may still come: a mini-batch is open, or accepted beats have not
+        yet retired, or the gather FIFO holds requests. (Low: every gather request of the
+        mini-batches so far has left on ``gather``.)
     stat_<name>, last_<name> : Out(32)
         Statistics (module docstring).
     ev_minibatch, ev_bad_key, ev_overflow, ev_framing : Out(1)
@@ -182,6 +186,7 @@ class MiniBatchFragmenter(wiring.Component):
             "cam_busy": In(1),
             "flush": In(1),
             "busy": Out(1),
+            "gather_busy": Out(1),
             "ev_minibatch": Out(1),
             "ev_bad_key": Out(1),
             "ev_overflow": Out(1),
@@ -662,6 +667,8 @@ class MiniBatchFragmenter(wiring.Component):
             self.ev_framing.eq(retire & rb.ferr),
             self.busy.eq(b_open | (metaf.level != 0) | ~all_idle | (outp.level != 0)
                          | (outn.level != 0) | (gathf.level != 0)),
+            self.gather_busy.eq(b_open | (metaf.level != 0) | ~dedup_idle
+                                | (gathf.level != 0)),
         ]
         return m
 
@@ -706,6 +713,6 @@ class FragmenterUnit(wiring.Component):
         for name in ("popular", "nonpopular", "gather"):
             wiring.connect(m, getattr(frag, name), wiring.flipped(getattr(self, name)))
         for name in self._frag.signature.members:
-            if name.startswith(("stat_", "last_", "ev_")) or name == "busy":
+            if name.startswith(("stat_", "last_", "ev_")) or name in ("busy", "gather_busy"):
                 m.d.comb += getattr(self, name).eq(getattr(frag, name))
         return m

@@ -39,8 +39,10 @@ Every command ends with a ``cmd_done`` interrupt event.
   array and the DMA copies each installed row to its slot.
 * ``EVICT`` (not in TRAIN): the DMA copies every installed row back to its host row, then
   the CAM is cleared.
-* ``SCATTER`` (``CTRL.bank``): the DMA copies bank ``bank``'s staged rows back; done when
-  the scatter has completed.
+* ``SCATTER`` (``CTRL.bank``): queued in the DMA, which copies bank ``bank``'s staged rows
+  back once the bank's gathers are done; the command completes at once (training goes on)
+  and ``STATUS.bank_pending`` falls when the scatter has completed. A SCATTER the DMA cannot
+  queue (that bank's scatter is already pending) sets ``cmd_error``.
 * ``CLEAR_STATS`` (not in TRAIN): the statistics restart from zero (the fragmenter is reset,
   so the staging bank sequence restarts at bank 0 too).
 * ``CTRL.soft_reset``: the DMA aborts and drains (see ``GatherScatterDMA``), the fragmenter
@@ -229,7 +231,6 @@ class HotlineAccelerator(wiring.Component):
         soft = reg("CTRL", "soft_reset")
         cmd_done = Signal()
         cmd_error = Signal()
-        scat_bank = Signal(range(max(2, cfg.staging_banks)))
         m.d.comb += [frag_rst.eq(0), dma.soft_reset.eq(soft)]
         flush = Signal()
         m.d.comb += frag.flush.eq(flush)
@@ -273,10 +274,12 @@ class HotlineAccelerator(wiring.Component):
                                 m.d.sync += wait.eq(2)
                                 m.next = "EVICT"
                         with m.Case(CMD["SCATTER"]):
+                            # queued in the DMA (which starts it once the bank's gathers are
+                            # done); the control logic takes the next command at once, so
+                            # training goes on; STATUS.bank_pending falls when it is done
                             m.d.comb += [dma.scatter_start.eq(1),
-                                         dma.scatter_bank.eq(reg("CTRL", "bank"))]
-                            m.d.sync += [scat_bank.eq(reg("CTRL", "bank")), wait.eq(2)]
-                            m.next = "SCATTER"
+                                         dma.scatter_bank.eq(reg("CTRL", "bank")),
+                                         cmd_done.eq(1)]
                         with m.Case(CMD["CLEAR_STATS"]):
                             with m.If(mode == MODE["TRAIN"]):
                                 m.d.comb += cmd_error.eq(1)
@@ -319,11 +322,6 @@ class HotlineAccelerator(wiring.Component):
                 abort()
             with m.State("EVICT_CLEAR"):
                 with m.If((wait == 0) & ~pop.busy):
-                    m.d.comb += cmd_done.eq(1)
-                    m.next = "IDLE"
-                abort()
-            with m.State("SCATTER"):
-                with m.If((wait == 0) & ~dma.scatter_busy.bit_select(scat_bank, 1)):
                     m.d.comb += cmd_done.eq(1)
                     m.next = "IDLE"
                 abort()
@@ -380,7 +378,7 @@ class HotlineAccelerator(wiring.Component):
         # ---- status, interrupts, statistics ------------------------------------------------
         sticky = {n: Signal(name=f"sticky_{n}") for n in ("cmd_error", "bad_key", "overflow",
                                                           "framing_error")}
-        events = {"cmd_error": cmd_error, "bad_key": frag.ev_bad_key | dma.bad_key,
+        events = {"cmd_error": cmd_error | dma.cmd_ignored, "bad_key": frag.ev_bad_key | dma.bad_key,
                   "overflow": frag.ev_overflow, "framing_error": frag.ev_framing}
         for n, sig in sticky.items():
             with m.If(events[n]):
@@ -402,7 +400,10 @@ class HotlineAccelerator(wiring.Component):
             reg("STATUS", "framing_error").eq(sticky["framing_error"]),
             reg("STATUS", "bank_pending").eq(Cat(*[dma.log_count[b] != 0
                                                   for b in range(cfg.staging_banks)])),
-            reg("STATUS", "gathers_done").eq(dma.gathers_done),
+            # a bank's gathers are done when the DMA has finished every gather it took for the
+            # bank and no gather request can still come from the fragmenter
+            reg("STATUS", "gathers_done").eq(Mux(frag.gather_busy | frag.gather.valid, 0,
+                                                 dma.gathers_done)),
             reg("IRQ_STATUS", "cmd_done").eq(cmd_done),
             reg("IRQ_STATUS", "dma_error").eq(dma.error & ~dma_err_q),
             reg("IRQ_STATUS", "overflow").eq(frag.ev_overflow),
