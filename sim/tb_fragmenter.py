@@ -49,7 +49,7 @@ LINT_WAIVERS = (
     # drive them, so the alias wire is read by nothing.
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(b\d+_(in|res|wq)_\w+|b\d+_batch_start|"
            r"[dr]_(need|rank|idx|nnew|rn|op)\d+|pos\d+|t|idx|diff|scount_next|w_data|w_en|r_en|r_rdy|"
-           r"r_data|r_level|level|produce|consume|ev_minibatch|cam_lookup_keys|"
+           r"r_data|r_level|w_level|level|produce|consume|ev_minibatch|cam_lookup_keys|"
            r"cam_lookup_valid|lookup_keys|result_valid|result_slot|result_hit|resp|"
            r"resp_valid|port_free|clear|busy|s\d+_set\d+)(\$\d+)?'$", instance=_FRAG,
            reason="alias wires of named signals, read through their driving nets"),
