@@ -148,13 +148,11 @@ def cmd_golden(args):
         print(f"(golden models ran in {dt:.1f} s, {tr.n_lookups / dt / 1e6:.2f}M lookups/s)")
 
 
-def cmd_generate(args):
-    """Generate the accelerator: Verilog, config.json and the register map files."""
+def _generate(cfg, out, top="hotline"):
+    """Write the accelerator's files into ``out``; return a few lines saying what was written."""
     from .gateware.export import write
     from .gateware.top import HotlineAccelerator, stream_geometry
     from .regmap import RegMapError, regmap, write_outputs
-    cfg = config_from_args(args)
-    out = Path(args.output)
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -166,16 +164,26 @@ def cmd_generate(args):
     except RegMapError as e:
         raise UsageError(f"register map: {e}") from None
     cfg.save(out / "config.json")
-    vpath, ppath = write(HotlineAccelerator(cfg), args.top, out)
+    vpath, ppath = write(HotlineAccelerator(cfg), top, out)
     dt = time.perf_counter() - t0
     geo = stream_geometry(cfg)
+    return [
+        f"{vpath} ({vpath.stat().st_size // 1000} kB, top module {top!r}, {dt:.1f} s), "
+        f"{ppath.name}, config.json",
+        f"register map: {len(rmap.registers)} registers, {rmap.size:#x} bytes of AXI4-Lite "
+        f"space: " + ", ".join(Path(f).name for f in reg_files),
+        f"streams: s_axis_lookup {geo['in_bits']} bits, m_axis_popular / m_axis_nonpopular "
+        f"{geo['out_bits']} bits; m_axi {cfg.axi_data_bits} bits",
+    ]
+
+
+def cmd_generate(args):
+    """Generate the accelerator: Verilog, config.json and the register map files."""
+    cfg = config_from_args(args)
+    lines = _generate(cfg, Path(args.output), args.top)
     print(f"hotline-hw generate: {cfg.name!r}: {cfg.summary()}")
-    print(f"  {vpath} ({vpath.stat().st_size // 1000} kB, top module {args.top!r}, "
-          f"{dt:.1f} s), {ppath.name}, config.json")
-    print(f"  register map: {len(rmap.registers)} registers, {rmap.size:#x} bytes of "
-          f"AXI4-Lite space: " + ", ".join(Path(f).name for f in reg_files))
-    print(f"  streams: s_axis_lookup {geo['in_bits']} bits, m_axis_popular / "
-          f"m_axis_nonpopular {geo['out_bits']} bits; m_axi {cfg.axi_data_bits} bits")
+    for line in lines:
+        print("  " + line)
 
 
 def cmd_demo(args):
@@ -189,12 +197,10 @@ def cmd_demo(args):
     print(f"hotline-hw demo: accelerator preset {cfg.name!r}: {cfg.summary()}")
     cfg.save(out / "config.json")
     print(f"  wrote {out / 'config.json'}")
-    from .gateware.export import write
-    from .gateware.popularity import PopularityEngine
-    t0 = time.perf_counter()
-    vpath, _ = write(PopularityEngine(cfg), "popularity", out / "rtl")
-    print(f"  wrote {vpath}: the learning and lookup half (counter array, install engine, "
-          f"CAM), {vpath.stat().st_size // 1000} kB of Verilog in {time.perf_counter() - t0:.1f} s")
+    lines = _generate(cfg, out / "rtl")            # what `hotline-hw generate` writes
+    print("  wrote " + lines[0])
+    for line in lines[1:]:
+        print("  " + line)
     t0 = time.perf_counter()
     tr = synth.generate("kaggle", lookups=args.lookups, zipf=args.zipf, seed=args.seed,
                         progress=_progress(args))

@@ -105,8 +105,10 @@ def test_demo_runs_small(tmp_path):
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "demo" / "config.json").exists()
     assert (tmp_path / "demo" / "golden.json").exists()
-    verilog = (tmp_path / "demo" / "rtl" / "popularity.v").read_text()
-    assert "module popularity(" in verilog and "__" not in verilog.split(");")[0]
+    verilog = (tmp_path / "demo" / "rtl" / "hotline.v").read_text()
+    assert "module hotline(" in verilog and "__" not in verilog.split(");")[0]
+    assert (tmp_path / "demo" / "rtl" / "regmap.json").exists()
+    assert "register map:" in r.stdout
     assert "speedup" in r.stdout
 
 
