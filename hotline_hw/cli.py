@@ -212,7 +212,81 @@ def cmd_demo(args):
     print(a.format())
     (out / "golden.json").write_text(json.dumps(a.as_dict(), indent=2) + "\n")
     print(f"\n  wrote {out / 'golden.json'}")
+    if args.sim != "none":
+        print()
+        _demo_simulation(cfg, args, out)
     print("Next: `hotline-hw golden --help`, `hotline-hw presets`, `./run.sh test`.")
+
+
+#: The demo's end-to-end run: mini-batches of LEARN and TRAIN, samples per mini-batch, and the
+#: CAM slots read back after INSTALL besides the used ones. No idle cycles or backpressure,
+#: so the cycle counts are the accelerator's own.
+DEMO_SIM = {"HOTLINE_TB_LEARN": "4", "HOTLINE_TB_BATCHES": "4", "HOTLINE_TB_BATCH_SIZE": "128",
+            "HOTLINE_TB_CAM_SLOTS": "128", "HOTLINE_TB_IDLE": "0", "HOTLINE_TB_STALL": "0",
+            "HOTLINE_TB_PAUSE": "0", "HOTLINE_TB_HOLES": "0", "HOTLINE_TB_LATENCY": "50"}
+
+
+def _demo_simulation(cfg, args, out):
+    """Run the cocotb end-to-end test (``sim/tb_hotline.py``) on the generated Verilog of
+    ``cfg`` and print what it measured."""
+    root = Path(__file__).resolve().parents[1]
+    if not (root / "sim" / "tb_hotline.py").exists():
+        print("  end-to-end simulation skipped: the testbenches (sim/) come with a clone of "
+              "the repository, not with an installed package")
+        return
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    from sim.runner import SimulationFailed, SimulatorUnavailable, run_cocotb
+    report = (out / "e2e.json").resolve()
+    env = dict(DEMO_SIM, HOTLINE_TB_REPORT=str(report))
+    n_learn, n_train, bs = (int(env[k]) for k in ("HOTLINE_TB_LEARN", "HOTLINE_TB_BATCHES",
+                                                   "HOTLINE_TB_BATCH_SIZE"))
+    print(f"End-to-end simulation of the generated Verilog ({args.sim}, cocotb): the driver "
+          f"over AXI4-Lite runs LEARN ({n_learn} mini-batches of {bs} samples), INSTALL, "
+          f"TRAIN ({n_train} mini-batches, a modelled GPU updates every row used), SCATTER, "
+          f"EVICT; memory is cocotbext-axi's AXI4 RAM ({env['HOTLINE_TB_LATENCY']} cycles of "
+          f"latency); everything is checked against the golden model ...", flush=True)
+    t0 = time.perf_counter()
+    try:
+        r = run_cocotb("hotline", cfg, sim=args.sim, test_module="sim.tb_hotline",
+                       testcase="hotline_flow", seed=args.seed, extra_env=env, timeout_s=3600)
+    except SimulatorUnavailable as e:
+        print(f"  skipped: {e}")
+        return
+    except SimulationFailed as e:
+        raise UsageError(f"the end-to-end simulation failed: {e}") from None
+    rep = json.loads(report.read_text())
+    st, mbs = rep["stats"], rep["minibatches"]
+    samples = st["popular_samples"] + st["nonpopular_samples"]
+    print(f"  passed in {time.perf_counter() - t0:.0f} s ({rep['cycles']:,} cycles; "
+          f"log {r.log})")
+    print(f"  INSTALL: {rep['installed_rows']} popular rows placed; CAM read back "
+          f"({rep['cam_slots_checked']} slots) and the popular region match the golden model")
+    print(f"  TRAIN: {st['lookups']:,} lookups, {st['hits']:,} CAM hits "
+          f"({st['hits'] / max(1, st['lookups']):.1%}); popular samples "
+          f"{st['popular_samples']} of {samples} ({st['popular_samples'] / max(1, samples):.1%})")
+    print(f"  rows gathered {st['rows_gathered']:,}, scattered {st['rows_scattered']:,}, "
+          f"evicted {st['rows_evicted']:,}; overflows {st['overflows']}")
+    print(f"  output beats: {rep['output_beats']['popular']} popular, "
+          f"{rep['output_beats']['nonpopular']} non-popular, each equal to the golden model's")
+    print(f"  host memory: {rep['memory_pages_compared']} pages equal the golden model's byte "
+          f"for byte")
+    print("  cycles per mini-batch, from its first input beat to its last one (in), to the "
+          "last beat of both micro-batches (out) and to STATUS.gathers_done (gathered); the "
+          "m_axi read channel's data beats per cycle over 'gathered' (scatter reads of the "
+          "previous mini-batch included):")
+    print("    batch  samples  input beats      in     out  gathered  rows gathered  "
+          "R beats/cycle")
+    for i, m in enumerate(mbs):
+        print(f"    {i:5d}  {m['samples']:7d}  {m['input_beats']:11d}  {m['cycles_input']:6d}  "
+              f"{m['cycles_output']:6d}  {m['cycles_gathered']:8d}  {m['staged_rows']:13d}  "
+              f"{m['read_beats'] / m['cycles_gathered']:13.2f}")
+    beats = cfg.row_bytes // (cfg.axi_data_bits // 8)
+    print(f"  each gathered row is {beats} bus beats to read and, at SCATTER, {beats} more: the "
+          f"mini-batch time is set by the m_axi read channel, not by the lookup stream")
+    phases = ", ".join(f"{k} {v:,}" for k, v in rep["phases"].items())
+    print(f"  cycles per phase: {phases}")
+    print(f"  wrote {report}")
 
 
 def _progress(args):
@@ -283,8 +357,17 @@ def build_parser():
     s.add_argument("--lookups", type=int, default=2_000_000, help="trace size (2M lookups)")
     s.add_argument("--zipf", type=float, default=1.1)
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--sim", choices=("icarus", "verilator", "none"), default="icarus",
+                   help="simulator of the end-to-end run (icarus: builds in a second; "
+                        "verilator: runs faster, builds in minutes; none: skip it)")
     s.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     s.set_defaults(func=cmd_demo)
+
+    # FPGA flows (the `fpga` package beside this one): `hotline-hw fpga` (board builds) and
+    # `hotline-hw impl` (out-of-context implementation reports).
+    from fpga import board_cli, impl_cli
+    board_cli.add_command(sub, add_config_args, config_from_args, UsageError)
+    impl_cli.add_command(sub, add_config_args, config_from_args, UsageError)
     return p
 
 

@@ -20,8 +20,26 @@ random idle cycles and both outputs taken with random backpressure.
 The trace is Criteo Kaggle-like (26 tables, Kaggle's skew) with tables capped at
 ``HOTLINE_TB_ROWS`` rows (default 4096) so that host memory stays small; the ``tiny``
 configuration uses the ``tiny`` workload.
+
+Knobs (environment variables; the regression's defaults in brackets): ``HOTLINE_TB_LEARN``
+[3] and ``HOTLINE_TB_BATCHES`` [20] mini-batches of ``HOTLINE_TB_BATCH_SIZE`` [16] samples;
+``HOTLINE_TB_IDLE`` [0.2] idle probability per input beat, ``HOTLINE_TB_STALL`` [0.3]
+backpressure per output and cycle, ``HOTLINE_TB_PAUSE`` [0.2] pause probability of every
+AXI4 channel of the memory and of the AXI4-Lite master, ``HOTLINE_TB_HOLES`` [0.1]
+probability of a ``keep`` hole / an empty sample-ending beat, ``HOTLINE_TB_LATENCY`` [20]
+memory latency in cycles, ``HOTLINE_TB_CAM_SLOTS`` [-1 = all] CAM slots read back after
+INSTALL (when not all: this many at random, half of them used slots; the popular region in
+memory is checked for every slot either way).
+
+``HOTLINE_TB_REPORT``: a path; the test writes there a JSON report of what it measured (per
+trained mini-batch: input beats, cycles from its first input beat to its last, to the last
+of its two terminator beats, and to ``gathers_done`` as polled; rows gathered, scattered,
+evicted; the statistics registers; the simulated cycles of each phase). ``hotline-hw demo``
+and ``bench/e2e_bench.py`` print it.
 """
 
+import json
+import logging
 import os
 import random
 
@@ -99,6 +117,9 @@ async def hotline_flow(dut):
     cfg = load_config()
     rng = random.Random(random.getrandbits(32))
     n_learn, n_train = env("HOTLINE_TB_LEARN", 3), env("HOTLINE_TB_BATCHES", 20)
+    idle, stall = env("HOTLINE_TB_IDLE", 0.2), env("HOTLINE_TB_STALL", 0.3)
+    pause, holes = env("HOTLINE_TB_PAUSE", 0.2), env("HOTLINE_TB_HOLES", 0.1)
+    cam_slots = env("HOTLINE_TB_CAM_SLOTS", -1)
     wl = workload_for(cfg, env("HOTLINE_TB_ROWS", 4096))
     tr = synth.generate(wl, batches=n_learn + n_train, batch_size=env("HOTLINE_TB_BATCH_SIZE", 16),
                         seed=rng.randrange(1 << 30), table_bits=cfg.table_bits)
@@ -116,16 +137,20 @@ async def hotline_flow(dut):
     for name in ("s_axis_lookup_tvalid", "m_axis_popular_tready", "m_axis_nonpopular_tready"):
         getattr(dut, name).value = 0
     ram = LatencyAxiRam(dut, latency=env("HOTLINE_TB_LATENCY", 20), reorder=True, rng=rng)
-    ram.set_pauses(0.2)
+    ram.set_pauses(pause)
     for addr, page in gold.snapshot().items():   # the host tables
         ram.ram.write(addr, page)
     axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
+    for side in (axil.write_if, axil.read_if):   # a log line per register access is noise
+        side.log.setLevel(logging.WARNING)
     for ch in (axil.write_if.aw_channel, axil.write_if.w_channel, axil.read_if.ar_channel):
-        ch.set_pause_generator(iter(lambda: rng.random() < 0.2, None))
+        ch.set_pause_generator(iter(lambda: rng.random() < pause, None))
     await reset(dut, cycles=8)
 
     drv = AsyncHotlineDriver(axil.read_dword, axil.write_dword, cfg)
     got = {"popular": [], "nonpopular": []}
+    ends = {"popular": [], "nonpopular": []}     # cycle of each terminator beat
+    cyc = ram.cycle
 
     async def sink(name):
         # drive tready just after a falling edge and look at tvalid/tdata in that same
@@ -133,7 +158,7 @@ async def hotline_flow(dut):
         pre = f"m_axis_{name}"
         while True:
             await FallingEdge(dut.clk)
-            ready = int(rng.random() > 0.3)
+            ready = int(rng.random() >= stall)
             getattr(dut, pre + "_tready").value = ready
             await ReadOnly()
             if ready and int(getattr(dut, pre + "_tvalid").value):
@@ -141,13 +166,17 @@ async def hotline_flow(dut):
                                         int(getattr(dut, pre + "_tkeep").value),
                                         int(getattr(dut, pre + "_tuser").value),
                                         int(getattr(dut, pre + "_tlast").value)))
+                if got[name][-1]["last"]:
+                    ends[name].append(cyc.n)
 
     cocotb.start_soon(sink("popular"))
     cocotb.start_soon(sink("nonpopular"))
 
     async def send(beats):
+        """Drive ``beats``; return the cycles of the first and the last handshake."""
+        first = None
         for bt in beats:
-            while rng.random() < 0.2:
+            while rng.random() < idle:
                 await FallingEdge(dut.clk)
                 dut.s_axis_lookup_tvalid.value = 0
                 await RisingEdge(dut.clk)
@@ -162,12 +191,16 @@ async def hotline_flow(dut):
             while True:                          # tready does not depend on tvalid
                 await ReadOnly()
                 taken = int(dut.s_axis_lookup_tready.value)
+                if taken:
+                    last = cyc.n
+                    first = last if first is None else first
                 await RisingEdge(dut.clk)
                 if taken:
                     break
                 await FallingEdge(dut.clk)
         await FallingEdge(dut.clk)
         dut.s_axis_lookup_tvalid.value = 0
+        return first, last
 
     async def until(cond, what, limit=2_000_000):
         for _ in range(limit // 20):
@@ -185,7 +218,9 @@ async def hotline_flow(dut):
     # --- golden model: the same commands -------------------------------------------------
     model = HotlineModel(cfg, params, gold)
 
+    phases = {}
     # LEARN
+    t_phase = cyc.n
     assert await drv.check_id()
     await drv.configure(params)
     await drv.learn(clear=True)
@@ -196,13 +231,22 @@ async def hotline_flow(dut):
         model.minibatch(keys[loff[b]:loff[b + 1]], None, learn=True, train=False)
     await drv.stop()
     await until(mode_idle, "STOP")
+    phases["learn"], t_phase = cyc.n - t_phase, cyc.n
 
     # INSTALL
     await drv.install()
     await until(ctl_idle, "INSTALL")
+    phases["install"] = cyc.n - t_phase
     inst = model.install()
     contents = model.cam.contents()
-    for slot in range(cfg.cam_entries):
+    slots = range(cfg.cam_entries)
+    if 0 <= cam_slots < cfg.cam_entries:       # half used slots, half free ones, at random
+        used = sorted(contents)
+        free = [s for s in slots if s not in contents]
+        n_used = min(len(used), cam_slots - min(len(free), cam_slots // 2))
+        slots = sorted(rng.sample(used, n_used) + rng.sample(free, min(len(free),
+                                                                       cam_slots - n_used)))
+    for slot in slots:
         used, key = await drv.cam_read(slot, timeout=600)
         want = (1, contents[slot]) if slot in contents else (0, 0)
         assert (used, key) == want, f"CAM slot {slot}: {(used, key)}, golden {want}"
@@ -216,18 +260,31 @@ async def hotline_flow(dut):
     # TRAIN: each mini-batch, then its GPU step and SCATTER (the order that is always legal:
     # an OVERFLOW row's CPU-path update must land before a later mini-batch gathers the row)
     want = {"popular": [], "nonpopular": []}
+    per_batch = []
+    t_phase = cyc.n
     await drv.train()
-    for bb in range(n_learn, n_learn + n_train):
+    for i, bb in enumerate(range(n_learn, n_learn + n_train)):
         k = keys[loff[bb]:loff[bb + 1]]
         beats = frame_lookup_beats(tr.samples_of_batch(bb, cfg), cfg.lanes, rng=nprng,
-                                   hole_prob=0.1, empty_end_prob=0.1)
+                                   hole_prob=holes, empty_end_prob=holes)
         res = model.minibatch(k, tr.sample_lengths[soff[bb]:soff[bb + 1]], train=True)
         p, n = output_beats(cfg, beats, res)
         want["popular"] += p
         want["nonpopular"] += n
-        await send(beats)
+        r0 = len(ram.r_beats)
+        t0, t_in = await send(beats)
         bank = res.bank
         await until(lambda: _gathers_done(drv, bank), f"gathers of bank {bank}")
+        t_gathered, r_gathered = cyc.n, len(ram.r_beats)
+        await until(lambda: _ended(ends, i + 1), "the mini-batch's terminator beats", limit=200_000)
+        per_batch.append({
+            "bank": bank, "samples": int(soff[bb + 1] - soff[bb]), "lookups": len(k),
+            "input_beats": len(beats), "popular_samples": int(res.counters.popular_samples),
+            "staged_rows": int(res.counters.staged_rows),
+            "cycles_input": t_in - t0 + 1,
+            "cycles_output": max(ends["popular"][i], ends["nonpopular"][i]) - t0 + 1,
+            "cycles_gathered": t_gathered - t0 + 1,
+            "read_beats": r_gathered - r0})
         for addr, n in model.row_uses(res, k).items():          # the modelled GPU
             row = bytearray(ram.ram.read(addr, params.row_bytes))
             words = memoryview(row).cast("I")
@@ -240,10 +297,12 @@ async def hotline_flow(dut):
     await drv.stop()
     await until(mode_idle, "STOP")
     await until(ctl_idle, "the last scatters")
+    phases["train"], t_phase = cyc.n - t_phase, cyc.n
 
     # EVICT, compare everything
     await drv.evict()
     await until(ctl_idle, "EVICT")
+    phases["evict"] = cyc.n - t_phase
     model.evict()
     await ClockCycles(dut.clk, 50)
     dut._log.info("terminators: got %s, golden %s", {n: sum(b["last"] for b in got[n]) for n in got},
@@ -274,11 +333,27 @@ async def hotline_flow(dut):
               "overflows", "staging_full", "dedup_full", "minibatches"):
         assert stats[n] == getattr(t, n), f"STAT_{n.upper()}: {stats[n]}, golden {getattr(t, n)}"
     assert stats["rows_scattered"] == stats["rows_gathered"] == t.staged_rows
+    report = os.environ.get("HOTLINE_TB_REPORT")
+    if report:
+        with open(report, "w") as f:
+            json.dump({"config": cfg.name, "learn_batches": n_learn, "train_batches": n_train,
+                       "batch_size": int(tr.batch_sizes[0]), "workload": wl.name,
+                       "installed_rows": len(inst.keys), "cam_slots_checked": len(slots),
+                       "memory_pages_compared": len(gold.pages),
+                       "output_beats": {n: len(got[n]) for n in got},
+                       "stats": stats, "phases": phases, "cycles": cyc.n,
+                       "minibatches": per_batch,
+                       "knobs": {"idle": idle, "stall": stall, "pause": pause, "holes": holes,
+                                 "latency": env("HOTLINE_TB_LATENCY", 20)}}, f, indent=1)
     dut._log.info("%d mini-batches trained: %d lookups, %d hits, %d rows gathered and "
                   "scattered, %d popular rows evicted; memory (%d pages) and %d + %d output "
                   "beats match; status %s", n_train, t.lookups, t.hits, t.staged_rows,
                   stats["rows_evicted"], len(gold.pages), len(got["popular"]),
                   len(got["nonpopular"]), st)
+
+
+async def _ended(ends, n):
+    return len(ends["popular"]) >= n and len(ends["nonpopular"]) >= n
 
 
 async def _gathers_done(drv, bank):

@@ -8,9 +8,9 @@ import pytest
 from hotline_hw.config import PRESETS, HotlineConfig
 
 
-def run(*args, cwd=None):
+def run(*args, cwd=None, timeout=300):
     return subprocess.run([sys.executable, "-m", "hotline_hw.cli", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
+                          text=True, cwd=cwd, timeout=timeout)
 
 
 def assert_usage_error(r, *words):
@@ -101,7 +101,7 @@ def test_bad_trace_files(tiny_trace, tmp_path, damage):
 
 
 def test_demo_runs_small(tmp_path):
-    r = run("demo", "--lookups", "200000", "-q", "-o", str(tmp_path / "demo"))
+    r = run("demo", "--lookups", "200000", "-q", "--sim", "none", "-o", str(tmp_path / "demo"))
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "demo" / "config.json").exists()
     assert (tmp_path / "demo" / "golden.json").exists()
@@ -112,7 +112,19 @@ def test_demo_runs_small(tmp_path):
     assert "speedup" in r.stdout
 
 
-@pytest.mark.parametrize("command", ["presets", "config", "trace", "golden", "demo"])
+@pytest.mark.slow
+def test_demo_with_simulation(tmp_path):
+    """The main job as the README runs it (a few minutes: the end-to-end run on Icarus)."""
+    r = run("demo", "--lookups", "200000", "-q", "-o", str(tmp_path / "demo"), timeout=1800)
+    assert r.returncode == 0, r.stderr
+    assert "End-to-end simulation" in r.stdout and "passed in" in r.stdout
+    rep = json.loads((tmp_path / "demo" / "e2e.json").read_text())
+    assert rep["stats"]["rows_gathered"] == rep["stats"]["rows_scattered"] > 0
+    assert len(rep["minibatches"]) == 4
+    assert "cycles per mini-batch" in r.stdout
+
+
+@pytest.mark.parametrize("command", ["presets", "config", "trace", "golden", "demo", "generate"])
 def test_every_command_has_help(command):
     """``--help`` of every command prints usage (a ``%`` in a help string once crashed it)."""
     r = run(command, "--help")
