@@ -180,9 +180,13 @@ class DedupBank(Elaboratable):
             res.kind.eq(Mux(m_any, KIND_DUP, Mux(f_any, KIND_NEW, KIND_FULL))),
             res.ord.eq(Mux(m_any, m_ord, newcnt)),
         ]
+        # Set the written set's bit through a decoder: an indexed assignment
+        # (`touched.bit_select(...).eq(1)`) becomes a case statement whose every branch Yosys
+        # turns into a mux per bit, O(sets^2) cells (it ran the `kaggle` synthesis out of
+        # memory); a decoder is one comparator per set.
         with m.If(b1_new):
             m.d.sync += [newcnt.eq(newcnt + 1),
-                         touched.bit_select(b1_op.lset, 1).eq(1)]
+                         touched.eq(touched | Cat(b1_op.lset == s for s in range(geo.sets)))]
 
         # --- index memory: wq drains into it -------------------------------------------
         m.submodules.index = imem = Memory(shape=geo.value_bits, depth=geo.entries, init=[])
