@@ -103,13 +103,13 @@ class HotlineConfig:
         "cam_ways == cam_entries."})
 
     # --- staging buffers ---------------------------------------------------------------
-    staging_rows: int = field(default=8192, metadata={"doc":
+    staging_rows: int = field(default=4096, metadata={"doc":
         "Rows per staging bank: unique non-popular rows one mini-batch can gather (power of two)."})
     staging_banks: int = field(default=2, metadata={"doc":
         "Staging banks; mini-batch n uses bank n % staging_banks (power of two, 2..8)."})
     dedup_sets: int = field(default=2048, metadata={"doc":
         "Sets of the table that de-duplicates misses within a mini-batch (power of two)."})
-    dedup_ways: int = field(default=8, metadata={"doc":
+    dedup_ways: int = field(default=4, metadata={"doc":
         "Ways per de-dup set; a miss whose de-dup set is full leaves as OVERFLOW "
         "(1..16; dedup_sets * dedup_ways >= staging_rows)."})
 
@@ -123,7 +123,7 @@ class HotlineConfig:
     row_bytes: int = field(default=64, metadata={"doc":
         "Reset value of ROW_BYTES: bytes per embedding row (a multiple of the bus width in "
         "bytes, <= max_row_bytes)."})
-    max_row_bytes: int = field(default=1024, metadata={"doc":
+    max_row_bytes: int = field(default=256, metadata={"doc":
         "Largest ROW_BYTES the DMA supports (a multiple of the bus width, <= 4096)."})
 
     # --- reset values of run-time registers --------------------------------------------
@@ -336,7 +336,9 @@ PRESETS = {
         axi_data_bits=64, axi_id_bits=2, max_outstanding_reads=4,
         row_bytes=16, max_row_bytes=64),
     # Fits an ECP5-85F (ULX3S): Criteo Kaggle keys, 4 lanes, a 4096-row 8-way hash CAM,
-    # 16K counters, 8K staging rows per bank (about 1.9 Mbit of the 3.7 Mbit of block RAM).
+    # 16K counters, 4K staging rows per bank (mini-batches of a few hundred Kaggle samples),
+    # a 2048 x 4 de-dup table and 256-byte rows at most: about 180 of the 208 DP16KD blocks
+    # (docs/implementation.md); 8K staging rows and an 8-way de-dup table need ~265.
     "ulx3s": _BASE,
     # Criteo Kaggle (26 tables, 24-bit rows, dim 16 -> 64-byte rows), FAE batch 1024.
     "kaggle": _BASE.replace(
@@ -344,7 +346,8 @@ PRESETS = {
         counter_sets=16384, counter_ways=8, counter_bits=16, counter_banks=4,
         cam_kind="hash", cam_entries=32768, cam_ways=8,
         staging_rows=16384, dedup_sets=4096, dedup_ways=8,
-        axi_data_bits=256, axi_id_bits=4, max_outstanding_reads=32, row_bytes=64),
+        axi_data_bits=256, axi_id_bits=4, max_outstanding_reads=32, row_bytes=64,
+        max_row_bytes=1024),
     # Criteo 1TB / MLPerf (26-bit rows, dim 128 -> 512-byte rows), multi-hot able (DLRMv2:
     # 214 lookups per sample), 8 lanes. ASIC scale.
     "terabyte": _BASE.replace(

@@ -124,7 +124,7 @@ def test_unknown_names(drv):
         drv.write64("POPULAR_BAS", 0)
     with pytest.raises(ValueError, match="STATUS is read-only"):
         drv.write("STATUS", 1)
-    with pytest.raises(ValueError, match="does not fit in 11 bits"):
+    with pytest.raises(ValueError, match=r"does not fit in \d+ bits"):
         drv.write_field("ROW_BYTES", "value", 4096)
     with pytest.raises(ValueError, match="'JUMP' is not one of"):
         drv.command("JUMP")
