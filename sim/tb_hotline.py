@@ -31,6 +31,11 @@ memory latency in cycles, ``HOTLINE_TB_CAM_SLOTS`` [-1 = all] CAM slots read bac
 INSTALL (when not all: this many at random, half of them used slots; the popular region in
 memory is checked for every slot either way).
 
+``HOTLINE_TB_HOT`` [0.2]: the share of training samples rebuilt from installed rows after
+INSTALL (each lookup takes an installed key of its table), so that popular samples occur
+(a 26-lookup Criteo sample is popular only if all 26 lookups hit, which random samples
+rarely do).
+
 ``HOTLINE_TB_REPORT``: a path; the test writes there a JSON report of what it measured (per
 trained mini-batch: input beats, cycles from its first input beat to its last, to the last
 of its two terminator beats, and to ``gathers_done`` as polled; rows gathered, scattered,
@@ -120,6 +125,7 @@ async def hotline_flow(dut):
     idle, stall = env("HOTLINE_TB_IDLE", 0.2), env("HOTLINE_TB_STALL", 0.3)
     pause, holes = env("HOTLINE_TB_PAUSE", 0.2), env("HOTLINE_TB_HOLES", 0.1)
     cam_slots = env("HOTLINE_TB_CAM_SLOTS", -1)
+    hot = env("HOTLINE_TB_HOT", 0.2)
     wl = workload_for(cfg, env("HOTLINE_TB_ROWS", 4096))
     tr = synth.generate(wl, batches=n_learn + n_train, batch_size=env("HOTLINE_TB_BATCH_SIZE", 16),
                         seed=rng.randrange(1 << 30), table_bits=cfg.table_bits)
@@ -263,9 +269,13 @@ async def hotline_flow(dut):
     per_batch = []
     t_phase = cyc.n
     await drv.train()
+    rebuilt = _rebuild_hot_samples(cfg, keys, tr.sample_lengths, soff, loff, n_learn,
+                                   n_learn + n_train, contents.values(), hot, nprng)
     for i, bb in enumerate(range(n_learn, n_learn + n_train)):
         k = keys[loff[bb]:loff[bb + 1]]
-        beats = frame_lookup_beats(tr.samples_of_batch(bb, cfg), cfg.lanes, rng=nprng,
+        lens = tr.sample_lengths[soff[bb]:soff[bb + 1]]
+        samples = [k[a:b].tolist() for a, b in zip(np.cumsum(lens) - lens, np.cumsum(lens))]
+        beats = frame_lookup_beats(samples, cfg.lanes, rng=nprng,
                                    hole_prob=holes, empty_end_prob=holes)
         res = model.minibatch(k, tr.sample_lengths[soff[bb]:soff[bb + 1]], train=True)
         p, n = output_beats(cfg, beats, res)
@@ -339,6 +349,7 @@ async def hotline_flow(dut):
             json.dump({"config": cfg.name, "learn_batches": n_learn, "train_batches": n_train,
                        "batch_size": int(tr.batch_sizes[0]), "workload": wl.name,
                        "installed_rows": len(inst.keys), "cam_slots_checked": len(slots),
+                       "hot_share": hot, "samples_rebuilt": rebuilt,
                        "memory_pages_compared": len(gold.pages),
                        "output_beats": {n: len(got[n]) for n in got},
                        "stats": stats, "phases": phases, "cycles": cyc.n,
@@ -350,6 +361,29 @@ async def hotline_flow(dut):
                   "beats match; status %s", n_train, t.lookups, t.hits, t.staged_rows,
                   stats["rows_evicted"], len(gold.pages), len(got["popular"]),
                   len(got["nonpopular"]), st)
+
+
+def _rebuild_hot_samples(cfg, keys, lengths, soff, loff, first, end, installed, frac, rng):
+    """Rebuild about ``frac`` of the samples of mini-batches ``first..end-1`` (in ``keys``,
+    in place) from installed rows: each lookup takes an installed key of its own table, so
+    the sample is popular when every table it reads has installed rows. A Criteo sample
+    reads 26 tables and is rarely popular by chance; this puts the popular path to work.
+    Returns the number of samples rebuilt."""
+    by_table = {}
+    for key in installed:
+        by_table.setdefault(int(key) >> cfg.row_bits, []).append(int(key))
+    n = 0
+    for bb in range(first, end):
+        pos = int(loff[bb])
+        for ln in lengths[soff[bb]:soff[bb + 1]]:
+            if rng.random() < frac:
+                n += 1
+                for j in range(pos, pos + int(ln)):
+                    cand = by_table.get(int(keys[j]) >> cfg.row_bits)
+                    if cand:
+                        keys[j] = cand[rng.integers(len(cand))]
+            pos += int(ln)
+    return n
 
 
 async def _ended(ends, n):
