@@ -203,7 +203,7 @@ def cmd_demo(args):
         print("  " + line)
     t0 = time.perf_counter()
     tr = synth.generate("kaggle", lookups=args.lookups, zipf=args.zipf, seed=args.seed,
-                        progress=_progress(args))
+                        batch_size=args.batch_size, progress=_progress(args))
     traceio.save_trace(tr, out / "kaggle.hltrace")
     print(f"  wrote {out / 'kaggle.hltrace'}: {tr.describe()} "
           f"(Zipf {args.zipf}, {time.perf_counter() - t0:.1f} s)")
@@ -357,6 +357,10 @@ def build_parser():
     s.add_argument("-o", "--output", default="out/demo", metavar="DIR",
                    help="where to write the files (out/demo)")
     s.add_argument("--lookups", type=int, default=2_000_000, help="trace size (2M lookups)")
+    s.add_argument("--batch-size", type=int, default=256, metavar="S",
+                   help="samples per mini-batch of the trace (256: the default accelerator "
+                        "stages 4096 rows per mini-batch, about what 256 Kaggle samples miss; "
+                        "Kaggle's FAE batch of 1024 needs the `kaggle` preset)")
     s.add_argument("--zipf", type=float, default=1.1)
     s.add_argument("--seed", type=int, default=0)
     s.add_argument("--sim", choices=("icarus", "verilator", "none"), default="icarus",
