@@ -124,7 +124,8 @@ def test_demo_with_simulation(tmp_path):
     assert "cycles per mini-batch" in r.stdout
 
 
-@pytest.mark.parametrize("command", ["presets", "config", "trace", "golden", "demo", "generate"])
+@pytest.mark.parametrize("command", ["presets", "config", "trace", "golden", "demo", "generate",
+                                     "fpga", "impl"])
 def test_every_command_has_help(command):
     """``--help`` of every command prints usage (a ``%`` in a help string once crashed it)."""
     r = run(command, "--help")

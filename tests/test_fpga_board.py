@@ -1,0 +1,240 @@
+"""The board build flow (``hotline-hw fpga``) and its self-checking top.
+
+Fast: the dry run of every board writes a plan and Verilog; a bad board exits 2; the tiny
+board top passes its self-check in amaranth.sim (and prints PASS on its UART), and fails
+when an expected value is wrong; the AXI RAM adapter serves bursts with IDs and strobes.
+Slow (``--slow``): a real iCE40 build with the YoWASP tools.
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from amaranth.sim import Simulator
+
+from fpga.axi_ram import AxiRam
+from fpga.board_top import SelfCheck
+from fpga.boards import BOARDS, ICE40_OVERRIDES
+from fpga.program import OP_END, OP_POLL, OP_READ, OP_STREAM, OP_WRITE, make_program
+from hotline_hw.config import preset
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def run_cli(*args, timeout=300):
+    env = dict(os.environ, AMARANTH_USE_YOSYS="builtin")
+    return subprocess.run([sys.executable, "-m", "hotline_hw.cli", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+# --- the CLI ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("board", list(BOARDS))
+def test_dry_run_writes_plan_and_verilog(board, tmp_path):
+    r = run_cli("fpga", "--board", board, "--dry-run", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert plan["board"] == board and len(plan["digest"]) > 16
+    assert any("NEXTPNR" in s and "--timing-allow-fail" in s for s in plan["steps"])
+    v = (tmp_path / "top.debug.v").read_text()
+    assert "module top" in v and "hotline" in v
+    assert (tmp_path / "top.il").exists() and (tmp_path / "build_top.sh").exists()
+    assert (tmp_path / ("top.lpf" if BOARDS[board].family == "ecp5" else "top.pcf")).exists()
+    assert "PASS" in plan["expected_uart_line"]
+
+
+def test_bad_board_exits_2():
+    r = run_cli("fpga", "--board", "nope", "--dry-run", timeout=60)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "nope" in lines[0] and "ulx3s" in lines[0] \
+        and "icebreaker" in lines[0], r.stderr
+
+
+# --- the program --------------------------------------------------------------------------
+
+def test_program_recorded_from_driver():
+    cfg = preset("tiny")
+    prog = make_program(cfg)
+    kinds = [o.op for o in prog.ops]
+    assert kinds[-1] == OP_END and kinds.count(OP_STREAM) == 4
+    assert OP_POLL in kinds and OP_WRITE in kinds
+    checked = [o for o in prog.ops if o.op == OP_READ and o.a]
+    assert len(checked) > 20                       # ID, STATUS and the statistics
+    assert prog.stats["rows_gathered"] > 0 and prog.stats["rows_placed"] > 0
+    assert prog.exp_wcount == prog.stats["bytes_written"] // cfg.bus_bytes
+
+
+# --- the self-check in amaranth.sim --------------------------------------------------------
+
+def _uart_decode(bits, divisor):
+    """Characters from a sampled TX line (one sample per cycle)."""
+    out, i = [], 0
+    while i < len(bits):
+        if bits[i] == 0:                                # start bit
+            c = 0
+            for b in range(8):
+                c |= bits[i + divisor * (b + 1) + divisor // 2] << b
+            out.append(chr(c))
+            i += divisor * 10
+        else:
+            i += 1
+    return "".join(out)
+
+
+def run_selfcheck(cfg, expect=None, runs=1, max_cycles=60_000):
+    prog = make_program(cfg, max_ram_bytes=2048)
+    dut = SelfCheck(cfg, prog, 1e6, baud=250_000, pause_cycles=10, timeout_cycles=40_000,
+                    expect=expect)
+    res, tx = {}, []
+
+    async def tb(ctx):
+        stop_at = max_cycles
+        for n in range(max_cycles + 7000):
+            await ctx.tick()
+            tx.append(ctx.get(dut.tx))
+            if not res and ctx.get(dut.runs) >= runs:
+                res.update(cycles=n, passed=ctx.get(dut.passed), failed=ctx.get(dut.failed),
+                           err=ctx.get(dut.err))
+                stop_at = n + 7000                  # the UART line (~150 characters)
+            if n >= stop_at or (not res and n >= max_cycles):
+                break
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(tb)
+    sim.run()
+    return prog, res, _uart_decode(tx, 4)
+
+
+def test_selfcheck_passes_tiny():
+    prog, res, line = run_selfcheck(preset("tiny"))
+    assert res and res["passed"] == 1 and res["failed"] == 0 and res["err"] == 0, res
+    assert line.startswith("hotline run 0001 PASS err=00"), line
+    assert f"pop={(prog.exp_pop ^ (prog.exp_pop >> 32)) & 0xFFFFFFFF:08X}" in line
+
+
+@pytest.mark.parametrize("what", ["pop", pytest.param("wsum", marks=pytest.mark.slow),
+                                  pytest.param("stats", marks=pytest.mark.slow)])
+def test_selfcheck_fails_on_wrong_expectation(what):
+    cfg = preset("tiny")
+    prog = make_program(cfg, max_ram_bytes=2048)
+    wrong = {"pop": prog.exp_pop ^ 1, "wsum": prog.exp_wsum + 1, "stats": prog.exp_stats ^ 4}
+    _, res, line = run_selfcheck(cfg, expect={what: wrong[what]})
+    assert res and res["passed"] == 0 and res["failed"] == 1, res
+    bit = {"pop": 0, "wsum": 2, "stats": 3}[what]
+    assert res["err"] == 1 << bit, res
+    assert "FAIL" in line, line
+
+
+@pytest.mark.slow
+def test_selfcheck_ice40_variant_repeats():
+    """The iCE40 board variant passes two runs in a row (the board repeats the flow)."""
+    cfg = preset("tiny", **ICE40_OVERRIDES)
+    _, res, _ = run_selfcheck(cfg, runs=2, max_cycles=30_000)
+    assert res and res["passed"] == 1 and res["failed"] == 0, res
+
+
+# --- the AXI RAM adapter ----------------------------------------------------------------
+
+def test_axi_ram_bursts():
+    bb, depth = 8, 64
+    init = [0x1111_0000_0000_0000 + i for i in range(depth)]
+    dut = AxiRam(64, 2, depth, init=init)
+    a = dut.axi
+    model = list(init)
+    rng = random.Random(4)
+    beats_seen = []
+
+    async def write(ctx, addr, words, strbs, wid):
+        ctx.set(a.awaddr, addr); ctx.set(a.awlen, len(words) - 1); ctx.set(a.awid, wid)
+        ctx.set(a.awburst, 1); ctx.set(a.awsize, 3); ctx.set(a.awvalid, 1)
+        await ctx.tick().until(a.awready)
+        ctx.set(a.awvalid, 0)
+        for i, (w, s) in enumerate(zip(words, strbs)):
+            while rng.random() < 0.3:
+                ctx.set(a.wvalid, 0)
+                await ctx.tick()
+            ctx.set(a.wdata, w); ctx.set(a.wstrb, s); ctx.set(a.wlast, i == len(words) - 1)
+            ctx.set(a.wvalid, 1)
+            _, _, rdy, v, wa = await ctx.tick().sample(a.wready, dut.wbeat_valid, dut.wbeat_addr)
+            while not rdy:
+                _, _, rdy, v, wa = await ctx.tick().sample(a.wready, dut.wbeat_valid,
+                                                           dut.wbeat_addr)
+            assert v
+            beats_seen.append(wa)
+        ctx.set(a.wvalid, 0)
+        ctx.set(a.bready, 1)
+        _, _, bv, bid = await ctx.tick().sample(a.bvalid, a.bid)
+        while not bv:
+            _, _, bv, bid = await ctx.tick().sample(a.bvalid, a.bid)
+        ctx.set(a.bready, 0)
+        assert bid == wid
+
+    async def read(ctx, addr, n, rid):
+        ctx.set(a.araddr, addr); ctx.set(a.arlen, n - 1); ctx.set(a.arid, rid)
+        ctx.set(a.arburst, 1); ctx.set(a.arsize, 3); ctx.set(a.arvalid, 1)
+        await ctx.tick().until(a.arready)
+        ctx.set(a.arvalid, 0)
+        got = []
+        while len(got) < n:
+            r = rng.random() < 0.7
+            ctx.set(a.rready, r)
+            _, _, v, d, i, last = await ctx.tick().sample(a.rvalid, a.rdata, a.rid, a.rlast)
+            if v and r:
+                assert i == rid and bool(last) == (len(got) == n - 1)
+                got.append(d)
+        ctx.set(a.rready, 0)
+        return got
+
+    async def tb(ctx):
+        await ctx.tick()
+        # a 5-beat burst with partial strobes, at an address above the RAM (folded)
+        base = (1 << 40) + 3 * bb
+        words = [rng.getrandbits(64) for _ in range(5)]
+        strbs = [0xFF, 0x0F, 0xF0, 0x81, 0x00]
+        await write(ctx, base, words, strbs, 2)
+        for i, (w, s) in enumerate(zip(words, strbs)):
+            old = model[3 + i]
+            mask = sum(0xFF << (8 * k) for k in range(8) if (s >> k) & 1)
+            model[3 + i] = (old & ~mask) | (w & mask)
+        assert beats_seen == [base + i * bb for i in range(5)]
+        assert await read(ctx, 0, 16, 1) == model[:16]
+        assert await read(ctx, (depth - 2) * bb, 4, 3) == model[-2:] + model[:2]   # wraps
+        # a 256-beat burst
+        words = [rng.getrandbits(64) for _ in range(256)]
+        await write(ctx, 0, words, [0xFF] * 256, 0)
+        for i in range(256):
+            model[i % depth] = words[i]
+        assert await read(ctx, 8 * bb, 8, 2) == model[8:16]
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+
+
+# --- a real build ----------------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_ice40_build(tmp_path):
+    """A real iCE40 build (HX8K, the largest iCE40 of amaranth-boards) of the iCE40 variant.
+    The whole accelerator does not fit an iCE40 (docs/fpga.md): the build must still run
+    synthesis and placement and report the utilisation and the shortfall (exit 1); were it
+    to fit, it must give a bitstream, an Fmax, and be cached on a second call."""
+    r = run_cli("fpga", "--board", "hx8k", "-o", str(tmp_path), timeout=1800)
+    rep = json.loads((tmp_path / "report.json").read_text())
+    lc = rep["summary"]["logic_cells"]
+    assert lc and lc[0] > 1000 and rep["summary"]["lut4"] > 1000
+    assert not (tmp_path / "top.il").exists()                  # intermediates removed
+    if not rep["ok"]:
+        assert r.returncode == 1 and "does not fit" in rep["error"], rep["error"]
+        assert "does not fit" in r.stderr
+        return
+    assert r.returncode == 0 and (tmp_path / "top.bin").exists()
+    assert rep["summary"]["fmax_mhz"]
+    r = run_cli("fpga", "--board", "hx8k", "-o", str(tmp_path), timeout=300)
+    assert r.returncode == 0 and "cached" in r.stdout

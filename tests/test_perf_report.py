@@ -1,0 +1,276 @@
+"""The performance report's pure parts (bench/perf_report.py): tables and plots from synthetic
+results, cache look-up without tools, and that `--cached-only` starts nothing. Seconds."""
+
+import argparse
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "bench"))
+
+import perf_report as pr  # noqa: E402
+from hotline_hw.config import preset  # noqa: E402
+
+
+def _impl(fmax=150.0, luts=20000, ffs=15000, brams=60, dsps=0, fits=True, **kw):
+    r = {"luts": luts, "ffs": ffs, "brams": brams, "dsps": dsps, "fmax_mhz": fmax,
+         "fits": fits, "device": "85k", "package": "CABGA381", "speed": 6, "freq_mhz": 100,
+         "yosys_s": 100.0, "nextpnr_s": 200.0, "note": "",
+         "total": {"luts": luts + 500, "ffs": ffs + 900, "brams": brams, "dsps": dsps},
+         "critical_path": {"delay_ns": 1000 / fmax if fmax else 0, "start": "a", "end": "b",
+                           "logic_levels": 5},
+         "worst_paths": [{"delay_ns": 6.6, "start": "dut.cam.s1_q[3]", "end": "dut.cam.hit",
+                          "logic_levels": 7, "through": "cam > fragmenter"}]}
+    r.update(kw)
+    return r
+
+
+POINTS = [
+    {"key": "tiny", "group": "preset", "x": None, "lanes": 2, "summary": "tiny cfg"},
+    {"key": "l1", "group": "lanes", "x": 1, "lanes": 1, "summary": "1 lane"},
+    {"key": "l2", "group": "lanes", "x": 2, "lanes": 2, "summary": "2 lanes"},
+    {"key": "l4", "group": "lanes", "x": 4, "lanes": 4, "summary": "4 lanes"},
+    {"key": "l8", "group": "lanes", "x": 8, "lanes": 8, "summary": "8 lanes"},
+    {"key": "c1024", "group": "cam", "x": 1024, "lanes": 4, "summary": "cam 1k"},
+    {"key": "c8192", "group": "cam", "x": 8192, "lanes": 4, "summary": "cam 8k"},
+    {"key": "kaggle", "group": "generic", "x": None, "lanes": 4, "summary": "kaggle cfg"},
+    {"key": "terabyte", "group": "generic", "x": None, "lanes": 8, "summary": "tb cfg"},
+]
+
+IMPL = {
+    "tiny": {"status": "current", "result": _impl(fmax=200.0, luts=3000, brams=2)},
+    "l1": {"status": "current", "result": _impl(fmax=160.0)},
+    "l2": {"status": "stale", "result": _impl(fmax=150.0), "note": "older"},
+    "l4": {"status": "current", "result": _impl(fmax=140.0, luts=30000)},
+    # l8 missing from the cache altogether
+    "c1024": {"status": "current", "result": _impl(fmax=145.0)},
+    "c8192": {"status": "current", "result": _impl(fmax=None, brams=300, fits=False,
+                                                   note="does not fit: 300 DP16KD > 208")},
+    "kaggle": {"status": "current", "result": {"cells": 123456, "gates": 100000,
+                                               "flops": 20000, "memory_bits": 4_000_000,
+                                               "yosys_s": 50.0}},
+}
+
+MEASURE = {
+    "fragmenter": [
+        {"lanes": 1, "workload": "kaggle", "batches": 8, "batch_size": 256, "beats": 100,
+         "lookups": 100, "beats_per_cycle_min": 0.99, "beats_per_cycle_mean": 1.0,
+         "lookups_per_cycle": 1.0, "hit_rate": 0.6, "measured": "2026-11-30T12:00:00"},
+        {"lanes": 4, "workload": "kaggle", "batches": 8, "batch_size": 256, "beats": 100,
+         "lookups": 371, "beats_per_cycle_min": 0.99, "beats_per_cycle_mean": 1.0,
+         "lookups_per_cycle": 3.71, "hit_rate": 0.6, "measured": "2026-11-30T12:00:00"},
+        {"lanes": 4, "workload": "dlrmv2", "batches": 6, "batch_size": 32, "beats": 100,
+         "lookups": 395, "beats_per_cycle_min": 0.99, "beats_per_cycle_mean": 1.0,
+         "lookups_per_cycle": 3.95, "hit_rate": 0.6, "measured": "2026-11-30T12:00:00"},
+    ],
+    "dma": [{"row_bytes": 64, "bus_bits": 256, "latency": 200, "rows": 1000, "beats": 2000,
+             "cycles": 2262, "efficiency": 0.884, "measured": "2026-11-30T12:00:00"}],
+    "generation": {"tiny": {"seconds": 2.0, "verilog_bytes": 800000,
+                            "measured": "2026-11-30T12:00:00"}},
+    "simulators": {"design": "frag", "test": "t", "measured": "2026-11-30T12:00:00",
+                   "ratio": 26.0, "sims": {
+                       "verilator": {"build_s": 120.0, "cycles": 8850, "test_wall_s": 5.0,
+                                     "cycles_per_s": 1770.0},
+                       "icarus": {"build_s": None, "build_s_last": 1.0, "cycles": 8850,
+                                  "test_wall_s": 130.0, "cycles_per_s": 68.0}}},
+}
+
+
+@pytest.fixture
+def rows():
+    return pr.assemble(POINTS, IMPL, MEASURE)
+
+
+def _row(rows, key):
+    return next(r for r in rows if r["key"] == key)
+
+
+def test_assemble_peak_is_lookups_per_cycle_times_fmax(rows):
+    r = _row(rows, "l4")
+    assert r["lpc"] == 3.71 and r["fmax"] == 140.0
+    assert r["peak"] == pytest.approx(3.71 * 140e6)
+    assert r["peak_multi"] == pytest.approx(3.95 * 140e6)
+    # no lookups/cycle measured at 2 lanes, no Fmax at 8: nothing invented
+    assert _row(rows, "l2")["peak"] is None
+    assert _row(rows, "l8")["peak"] is None and _row(rows, "l8")["status"] == "missing"
+
+
+def test_does_not_fit_is_shown_not_dropped(rows):
+    r = _row(rows, "c8192")
+    assert r["fits"] is False and r["fmax"] is None
+    assert r["fit_text"] == "does not fit (DP16KD 300/208)"
+    t = pr.impl_table(rows, ("cam",))
+    assert "does not fit (DP16KD 300/208)" in t
+    assert "300 (144.2%)" in t
+
+
+def test_tables_mark_missing_and_stale(rows):
+    t = pr.impl_table(rows, ("lanes",))
+    lines = {ln.split("|")[1].strip(): ln for ln in t.splitlines()[2:]}
+    assert set(lines) == {"l1", "l2", "l4", "l8"}
+    assert "not in cache" in lines["l8"]
+    assert "150.0 †" in lines["l2"]
+    assert "30,000 (35.9%)" in lines["l4"]
+    g = pr.generic_table(rows)
+    assert "123,456" in g and "terabyte" in g and "not in cache" in g
+    tp = pr.throughput_table(rows)
+    l4 = next(ln for ln in tp.splitlines() if ln.startswith("| l4 "))
+    assert "519 M" in l4 and f"{3.71 * 140e6 / 140e6:.2f}" in l4   # 3.71 x 140 MHz
+
+
+def test_markdown_and_limits(rows):
+    md = pr.render_markdown(rows, MEASURE, command="bench/perf_report.py --quick",
+                            date="2026-11-30 12:00", plots=[("p", "perf/x.png")])
+    assert md.startswith("# Performance")
+    assert "Generated by `bench/perf_report.py --quick` on 2026-11-30 12:00" in md
+    assert "![p](perf/x.png)" in md
+    assert "† built from an earlier version" in md
+    assert "Verilator / Icarus = 26.0x" in md
+    assert "cached (last real build 1)" in md
+    assert "cam > fragmenter" in md                      # the worst path, from the data
+    assert "Not in the cache yet" in md and "l8" in md.split("Not in the cache yet")[1]
+    assert "0.884" in md
+
+
+def test_plots_with_missing_and_nofit_points(rows, tmp_path):
+    made = pr.make_plots(rows, tmp_path)
+    assert len(made) == 3
+    for _, f in made:
+        data = (tmp_path / f).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+
+
+def test_plots_with_nothing_at_all(tmp_path):
+    rows = pr.assemble(POINTS, {}, {})
+    assert all(r["status"] == "missing" for r in rows)
+    assert len(pr.make_plots(rows, tmp_path)) == 3
+    md = pr.render_markdown(rows, {}, command="c", date="d")
+    assert "0 of 9 design points have a result" in md
+
+
+# --- cache look-up -------------------------------------------------------------------------------
+
+class _Ident:
+    def __init__(self, sha):
+        self.value = sha
+
+    def sha(self, cfg):
+        return self.value
+
+
+def _entry(cache, name, cfg, verilog, result=True):
+    d = cache / name
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(cfg.to_json())
+    (d / "hotline.v").write_text(verilog)
+    (d / "synth.ys").write_text("")
+    if result:
+        (d / "result.json").write_text(json.dumps(_impl(fmax=123.0)))
+    return d
+
+
+def test_lookup_current_stale_missing(tmp_path):
+    cfg = preset("tiny")
+    cache = tmp_path / "impl"
+    # same configuration under another name: found by its fields
+    _entry(cache, "a" * 64, cfg.replace(name="tiny-custom"), "module v1;")
+    sha1 = hashlib.sha256(b"module v1;").hexdigest()
+    e = pr.lookup_impl(cfg, cache, ident=_Ident(sha1), use_index=False)
+    assert e["status"] == "current" and e["result"]["fmax_mhz"] == 123.0
+    e = pr.lookup_impl(cfg, cache, ident=_Ident("0" * 64), use_index=False)
+    assert e["status"] == "stale" and e["result"]["fmax_mhz"] == 123.0
+    e = pr.lookup_impl(cfg, cache, ident=None, use_index=False)
+    assert e["status"] == "unverified"
+    other = preset("tiny", lanes=1)
+    assert pr.lookup_impl(other, cache, ident=None, use_index=False)["status"] == "missing"
+    # a run in progress (no result.json yet)
+    _entry(cache, "b" * 64, other, "x", result=False)
+    e = pr.lookup_impl(other, cache, ident=None, use_index=False)
+    assert e["status"] == "missing" and "in progress" in e["note"]
+
+
+def test_lookup_generic_by_name(tmp_path):
+    cache = tmp_path / "impl"
+    d = cache / ("c" * 64)
+    d.mkdir(parents=True)
+    (d / "generic.ys").write_text("")
+    (d / "hotline.v").write_text("module k;")
+    (d / "result.json").write_text(json.dumps({"config": "kaggle", "cells": 5, "gates": 4,
+                                               "flops": 1, "memory_bits": 0}))
+    sha = hashlib.sha256(b"module k;").hexdigest()
+    e = pr.lookup_generic(preset("kaggle"), cache, ident=_Ident(sha))
+    assert e["status"] == "current" and e["result"]["cells"] == 5
+    assert pr.lookup_generic(preset("terabyte"), cache, ident=_Ident(sha))["status"] == "missing"
+
+
+def test_cached_only_with_empty_cache_starts_nothing(tmp_path, monkeypatch):
+    from fpga import ooc
+
+    def boom(*a, **k):
+        raise AssertionError("a tool was started")
+    monkeypatch.setattr(ooc, "implement", boom)
+    monkeypatch.setattr(ooc, "generic_cells", boom)
+    monkeypatch.setattr(subprocess, "Popen", boom)
+    monkeypatch.setattr(subprocess, "run", boom)
+    for name in ("measure_generation", "measure_fragmenter", "measure_dma",
+                 "measure_simulators", "measure_e2e", "_generate"):
+        monkeypatch.setattr(pr, name, boom)
+    monkeypatch.setattr(pr, "MEASUREMENTS", tmp_path / "none.json")
+    monkeypatch.setattr(pr, "SHA_MEMO", tmp_path / "sha.json")
+    args = argparse.Namespace(quick=True, sweep=False, cached_only=True, no_verify=False,
+                              cache_dir=str(tmp_path / "empty"), output=str(tmp_path / "docs"),
+                              argv=["--cached-only", "--quick"])
+    rows, measure, md = pr.report(args, log=lambda s: None)
+    assert all(r["status"] == "missing" for r in rows)
+    assert measure == {}
+    text = md.read_text()
+    assert "Generated by `bench/perf_report.py --cached-only --quick`" in text
+    assert len(list((tmp_path / "docs" / "perf").glob("*.png"))) == 3
+
+
+def test_design_points_cover_the_sweep():
+    pts = pr.design_points()
+    lanes = sorted(p.x for p in pts if p.group == "lanes")
+    cams = sorted(p.x for p in pts if p.group == "cam")
+    assert lanes == [1, 2, 4, 8] and cams == [1024, 2048, 4096, 8192]
+    assert {p.key for p in pts if p.group == "generic"} == {"kaggle", "terabyte"}
+    assert {p.key for p in pts if p.group == "preset"} == {"tiny", "ulx3s"}
+    # the 4-lane / 4096-entry points are the ulx3s preset itself (shared cache entries)
+    four = next(p for p in pts if p.group == "lanes" and p.x == 4)
+    assert four.cfg == preset("ulx3s")
+
+
+def test_other_cached_configurations_are_listed(tmp_path):
+    cache = tmp_path / "impl"
+    pts = pr.design_points()
+    _entry(cache, "d" * 64, preset("ulx3s", name="ulx3s-custom", learn_threshold=7), "v")
+    _entry(cache, "e" * 64, preset("ulx3s"), "v")          # a sweep point: not an extra
+    impl = pr.collect_impl(pts, cache, ident=None)
+    assert impl["ulx3s"]["status"] == "unverified"
+    extra, eimpl = pr.other_results(pts, impl, cache, ident=None)
+    assert [p.key for p in extra] == ["ulx3s-custom (ulx3s with learn_threshold=7)"]
+    rows = pr.assemble(pts + extra, dict(impl, **eimpl), {})
+    t = pr.impl_table(rows, ("other",))
+    assert "ulx3s-custom" in t and "123.0 ‡" in t
+
+
+def test_full_measurement_preferred_over_quick():
+    m = {"fragmenter": [dict(MEASURE["fragmenter"][1], lookups_per_cycle=3.5, quick=True),
+                        MEASURE["fragmenter"][1]]}
+    assert pr.lookups_per_cycle(m, 4) == 3.71
+    m = {"fragmenter": [dict(MEASURE["fragmenter"][1], lookups_per_cycle=3.5, quick=True)]}
+    assert pr.lookups_per_cycle(m, 4) == 3.5
+    assert "4 | kaggle (quick)" in pr.fragmenter_table(m)
+
+
+def test_fmax_needed_for_the_demand(rows):
+    tp = pr.throughput_table(rows)
+    l4 = next(ln for ln in tp.splitlines() if ln.startswith("| l4 "))
+    assert l4.rstrip().endswith(f"| {140e6 / 3.71 / 1e6:.0f} MHz / {1.1e9 / 3.95 / 1e6:.0f} MHz |")
+    l8 = next(ln for ln in tp.splitlines() if ln.startswith("| l8 "))
+    assert l8.rstrip().endswith("| — / — |")
