@@ -25,7 +25,7 @@ optional button; the board's default clock).
 """
 
 from amaranth.hdl import Cat, Elaboratable, Module, Mux, ResetInserter, Signal
-from amaranth.lib import wiring
+from amaranth.lib import io, wiring
 from amaranth.lib.wiring import In, Out
 
 from hotline_hw.gateware.top import HotlineAccelerator, stream_geometry
@@ -240,14 +240,18 @@ class BoardTop(Elaboratable):
             roles[f"run{i}"] = chk.runs[i]
         if platform is None:
             return m
+        # Pins through Amaranth 0.5's I/O buffer components (`dir="-"`: the raw port, its
+        # inversion included; the older `platform.request` buffers are deprecated).
         for idx, role in enumerate(spec.leds):
             if role:
-                led = platform.request("led", idx)
+                led = io.Buffer("o", platform.request("led", idx, dir="-"))
+                m.submodules[f"led{idx}"] = led
                 m.d.comb += led.o.eq(roles[role])
-        uart = platform.request(spec.uart, 0)
-        m.d.comb += uart.tx.o.eq(chk.tx)
+        uart = platform.request(spec.uart, 0, dir="-")
+        m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)
+        m.d.comb += tx.o.eq(chk.tx)
         if spec.button:
             name, num = spec.button
-            btn = platform.request(name, num)
+            m.submodules.button = btn = io.Buffer("i", platform.request(name, num, dir="-"))
             m.d.comb += chk.button.eq(btn.i)
         return m

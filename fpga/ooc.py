@@ -478,6 +478,8 @@ def _run(cmd, cwd, log_path, progress, phase, parse, env=None, timeout=None):
         proc.kill()
         proc.wait()
         raise
+    finally:
+        proc.stdout.close()
     if rc != 0:
         raise ImplError(f"{Path(cmd[0]).name} failed with exit status {rc}",
                         "\n".join(tail), log_path)
