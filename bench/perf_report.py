@@ -41,7 +41,6 @@ dicts, so ``tests/test_perf_report.py`` checks them on synthetic data without an
 """
 
 import argparse
-import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -59,6 +58,7 @@ for _p in (REPO, REPO / "bench"):
         sys.path.insert(0, str(_p))
 
 from hotline_hw.config import PRESETS, preset  # noqa: E402
+from sim.runner import _environ  # noqa: E402
 
 #: ECP5-85F (LFE5U-85F) capacity, as in ``fpga.ooc.DEVICES["85k"]``.
 CAPACITY = {"LUT4": 83640, "FF": 83640, "DP16KD": 208, "MULT18X18D": 156}
@@ -479,20 +479,6 @@ def _results_xml_times(path):
     return float(props["sim_time_duration"]), float(tc.get("time"))
 
 
-@contextlib.contextmanager
-def _env(**kv):
-    old = {k: os.environ.get(k) for k in kv}
-    os.environ.update({k: str(v) for k, v in kv.items()})
-    try:
-        yield
-    finally:
-        for k, v in old.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def measure_simulators(batches, fresh_build=True, log=print):
     """The fragmenter regression (``FRAG``, Kaggle trace, ``batches`` mini-batches) in
     Verilator and Icarus, same seed, in a build root of its own (``build/perf/sim``);
@@ -505,7 +491,7 @@ def measure_simulators(batches, fresh_build=True, log=print):
            "test": f"sim.tb_fragmenter, Kaggle trace, {batches} mini-batches of "
                    f"{env['HOTLINE_TB_BATCH_SIZE']} samples, random idle and backpressure",
            "measured": _now(), "sims": {}}
-    with _env(HOTLINE_BUILD_DIR=str(PERF_DIR / "sim")):
+    with _environ({"HOTLINE_BUILD_DIR": str(PERF_DIR / "sim")}):
         for sim in ("verilator", "icarus"):
             cold = not (PERF_DIR / "sim" / ".objcache").exists()
             if fresh_build:

@@ -92,8 +92,27 @@ class ImplError(RuntimeError):
 
 # --- results -------------------------------------------------------------------------------
 
+class _Record:
+    """JSON round trip of a result dataclass (unknown keys of an older cache are dropped)."""
+
+    def as_dict(self):
+        return dataclasses.asdict(self)
+
+    def to_json(self):
+        return json.dumps(self.as_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, d):
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    @classmethod
+    def from_json(cls, text):
+        return cls.from_dict(json.loads(text))
+
+
 @dataclasses.dataclass
-class ImplResult:
+class ImplResult(_Record):
     """Figures of one OOC implementation. ``luts`` .. ``lutram`` are the core's (total minus
     the wrapper's); ``luts`` counts LUT4s as Lattice does: LUT4 cells + 2 per CCU2C
     (carry cell = 2 LUT4s) + 4 per TRELLIS_DPR16X4 (distributed RAM; its slice's LUTs)."""
@@ -127,20 +146,7 @@ class ImplResult:
     fits: bool = True            # False: synthesis needs more than the device has (no P&R)
     note: str = ""
 
-    def as_dict(self):
-        return dataclasses.asdict(self)
 
-    def to_json(self):
-        return json.dumps(self.as_dict(), indent=2) + "\n"
-
-    @classmethod
-    def from_dict(cls, d):
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
-
-    @classmethod
-    def from_json(cls, text):
-        return cls.from_dict(json.loads(text))
 
     def utilisation(self, device=None):
         """``{resource: (used, available, percent)}`` of the core on ``device``."""
@@ -150,7 +156,7 @@ class ImplResult:
 
 
 @dataclasses.dataclass
-class GenericResult:
+class GenericResult(_Record):
     """Generic gate-level cell count (``abc -g AND,NAND,OR,NOR,XOR,XNOR,MUX``); memories
     stay ``$mem_v2`` cells, listed in ``memories`` as ``{name: (width, depth)}``."""
 
@@ -167,16 +173,6 @@ class GenericResult:
     build_dir: str
     cached: bool = False
 
-    def as_dict(self):
-        return dataclasses.asdict(self)
-
-    def to_json(self):
-        return json.dumps(self.as_dict(), indent=2) + "\n"
-
-    @classmethod
-    def from_dict(cls, d):
-        names = {f.name for f in dataclasses.fields(cls)}
-        return cls(**{k: v for k, v in d.items() if k in names})
 
 
 # --- the wrapper -----------------------------------------------------------------------------
