@@ -12,9 +12,10 @@ Amaranth calls its :meth:`~BehaviouralMemories.get_memory` for every memory, and
 an instance of a plain synchronous RAM module, written once per shape and port set, in the
 style every synthesis tool infers block RAM from (Yosys, Vivado, Quartus). Read ports keep
 Amaranth's semantics: synchronous (or ``comb``) reads, with ``en``; a read port transparent
-for a write port returns the written data when both address the same word in the same cycle,
-others return the old word; write enables have Amaranth's granularity. In simulation the
-contents start undefined (X in Icarus, 0 in Verilator), which the tests exercise.
+for a write port returns the written data when both address the same word in the same cycle
+(forwarded by registers beside the RAM, not written into its always block, which would make
+Yosys map it to LUT RAM on ECP5), others return the old word; write enables have Amaranth's
+granularity. In simulation the contents start undefined (X in Icarus, 0 in Verilator), which the tests exercise.
 
 Memories with non-zero initial contents are left to Amaranth.
 """
@@ -46,19 +47,45 @@ def _ram_verilog(name, width, depth, writes, reads):
             body.append(f"  assign r{j}_data = mem[r{j}_addr];")
             continue
         ports += [f"  input clk_r{j}", f"  input r{j}_en", f"  input [{abits - 1}:0] r{j}_addr",
-                  f"  output reg [{width - 1}:0] r{j}_data"]
-        body.append(f"  always @(posedge clk_r{j}) begin")
-        body.append(f"    if (r{j}_en) begin")
-        body.append(f"      r{j}_data <= mem[r{j}_addr];")
+                  f"  output {'' if transparent_for else 'reg '}[{width - 1}:0] r{j}_data"]
+        if not transparent_for:
+            body += [f"  always @(posedge clk_r{j}) begin",
+                     f"    if (r{j}_en) r{j}_data <= mem[r{j}_addr];",
+                     "  end"]
+            continue
+        # Transparency in soft logic beside a plain (read-first) RAM: register, with the
+        # read, which granules each transparent write port writes to the read address and
+        # the data it writes, and select them over the RAM's word. Writing the transparency
+        # into the RAM's own always block (`if (w_en && w_addr == r_addr) r_data <= w_data`)
+        # is equivalent, but Yosys (0.23 and 0.70) then maps the memory to LUT RAM instead
+        # of block RAM on ECP5: a 4096 x 15 RAM became 9,043 LUT4 + 1,024 TRELLIS_DPR16X4
+        # instead of 4 DP16KD.
+        body += [f"  reg [{width - 1}:0] r{j}_q;",
+                 f"  always @(posedge clk_r{j}) begin",
+                 f"    if (r{j}_en) r{j}_q <= mem[r{j}_addr];",
+                 "  end"]
+        sel = f"r{j}_q"
         for i in transparent_for:
             en_w = writes[i][1]
             gran = width // en_w
-            for g in range(en_w):
+            body += [f"  reg [{en_w - 1}:0] r{j}_hit{i};",
+                     f"  reg [{width - 1}:0] r{j}_wd{i};",
+                     f"  always @(posedge clk_r{j}) begin",
+                     f"    if (r{j}_en) begin",
+                     f"      r{j}_hit{i} <= w{i}_en & {{{en_w}{{w{i}_addr == r{j}_addr}}}};",
+                     f"      r{j}_wd{i} <= w{i}_data;",
+                     "    end",
+                     "  end"]
+            parts = []
+            for g in reversed(range(en_w)):
                 lo, hi = g * gran, g * gran + gran - 1
-                body.append(f"      if (w{i}_en[{g}] && w{i}_addr == r{j}_addr) "
-                            f"r{j}_data[{hi}:{lo}] <= w{i}_data[{hi}:{lo}];")
-        body.append("    end")
-        body.append("  end")
+                parts.append(f"r{j}_hit{i}[{g}] ? r{j}_wd{i}[{hi}:{lo}] : {sel}[{hi}:{lo}]"
+                             if en_w > 1 else f"r{j}_hit{i}[0] ? r{j}_wd{i} : {sel}")
+            body.append(f"  wire [{width - 1}:0] r{j}_t{i} = "
+                        + (f"{{{', '.join(f'({x})' for x in parts)}}};" if en_w > 1
+                           else f"{parts[0]};"))
+            sel = f"r{j}_t{i}"
+        body.append(f"  assign r{j}_data = {sel};")
     return "\n".join([
         f"// {depth} x {width} RAM, {len(writes)} write / {len(reads)} read ports, no initial contents",
         f"module {name} (",
