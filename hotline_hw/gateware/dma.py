@@ -817,6 +817,13 @@ class GatherScatterDMA(wiring.Component):
             axi.arcache.eq(0b0011), axi.arlock.eq(0), axi.arprot.eq(0),
             ta_wp.addr.eq(ip), ta_wp.data.eq(rj_src), ta_wp.en.eq(ar_ok),
         ]
+        # the row's next burst (used when ar_ok) and a new row's first (when rd_take)
+        nsrc = Signal(ADDR_BITS)
+        nleft = Signal(beat_bits)
+        m.d.comb += [nsrc.eq(rj_src + (ar_len << lbb)), nleft.eq(rj_left - ar_len)]
+        nlen = burst_len(nsrc, nleft)
+        jo = jsk.o.payload
+        jlen = burst_len(jo.src, row_beats)
         with m.If(ar_ok):
             m.d.sync += [
                 ar_valid.eq(1), axi.araddr.eq(rj_src), axi.arlen.eq(ar_len - 1),
@@ -825,9 +832,6 @@ class GatherScatterDMA(wiring.Component):
                 t_done[ip].eq(0), t_err[ip].eq(0),
                 wa.eq(wa + ar_len), ip.eq(ip + 1),
             ]
-            nsrc = (rj_src + (ar_len << lbb))[:ADDR_BITS]
-            nleft = (rj_left - ar_len)[:beat_bits]
-            nlen = burst_len(nsrc, nleft)
             m.d.sync += [rj_src.eq(nsrc), rj_left.eq(nleft), ar_len.eq(nlen),
                          ar_fin.eq(nleft == nlen)]
             with m.If(ar_last):
@@ -835,11 +839,9 @@ class GatherScatterDMA(wiring.Component):
         with m.Elif(axi.arready):
             m.d.sync += ar_valid.eq(0)
         rowin = data.View(row_layout, row_fifo.w_data)
-        jo = jsk.o.payload
         m.d.comb += [row_fifo.w_en.eq(rd_take), rowin.dst.eq(jo.dst), rowin.beats.eq(row_beats),
                      rowin.kind.eq(jo.kind), rowin.bank.eq(jo.bank)]
         with m.If(rd_take):
-            jlen = burst_len(jo.src, row_beats)
             m.d.sync += [rj_v.eq(1), rj_src.eq(jo.src), rj_left.eq(row_beats), ar_len.eq(jlen),
                          ar_fin.eq(row_beats == jlen)]
 
@@ -920,20 +922,22 @@ class GatherScatterDMA(wiring.Component):
         m.d.comb += [b_fifo.w_en.eq(aw_ok), bin_.addr.eq(wr_dst), bin_.last.eq(aw_last),
                      bin_.kind.eq(wr_kind), bin_.bank.eq(wr_bank),
                      wl_fifo.w_en.eq(aw_ok), wl_fifo.w_data.eq(aw_len - 1)]
+        # the row's next write burst (used when aw_ok) and a new row's first (when wr_take)
+        ndst = Signal(ADDR_BITS)
+        nwl = Signal(beat_bits)
+        m.d.comb += [ndst.eq(wr_dst + (aw_len << lbb)), nwl.eq(wr_left - aw_len)]
+        nwlen = burst_len(ndst, nwl)
+        rowout = data.View(row_layout, row_fifo.r_data)
+        wlen = burst_len(rowout.dst, rowout.beats)
         with m.If(aw_ok):
             m.d.sync += [aw_valid.eq(1), axi.awaddr.eq(wr_dst), axi.awlen.eq(aw_len - 1)]
-            ndst = (wr_dst + (aw_len << lbb))[:ADDR_BITS]
-            nwl = (wr_left - aw_len)[:beat_bits]
-            nwlen = burst_len(ndst, nwl)
             m.d.sync += [wr_dst.eq(ndst), wr_left.eq(nwl), aw_len.eq(nwlen),
                          aw_fin.eq(nwl == nwlen)]
             with m.If(aw_last):
                 m.d.sync += wr_v.eq(0)
         with m.Elif(axi.awready):
             m.d.sync += aw_valid.eq(0)
-        rowout = data.View(row_layout, row_fifo.r_data)
         with m.If(wr_take):
-            wlen = burst_len(rowout.dst, rowout.beats)
             m.d.sync += [wr_v.eq(1), wr_dst.eq(rowout.dst), wr_left.eq(rowout.beats),
                          wr_kind.eq(rowout.kind), wr_bank.eq(rowout.bank), aw_len.eq(wlen),
                          aw_fin.eq(rowout.beats == wlen)]
