@@ -34,12 +34,21 @@ Micro-architecture
       v            ^ scatter sequencer reads it
     arbiter: replay > scatter > evict > place > gather  (one row job per cycle)
       -> J1 (select) -> J2 (table base, row * ROW_STRIDE, n * ROW_BYTES) -> J3 (src, dst)
-      -> read issuer: splits src into bursts, one reorder-buffer tag + buffer space each,
+      -> skid buffer -> read issuer: splits src into bursts, one reorder-buffer tag + buffer space each,
          AR; the row's (dst, kind, bank) goes to the row FIFO
       -> R: tag = head tag of the ID, beat -> data buffer, retire tags in order
       -> write issuer: splits dst into bursts, AW only when the burst's data has arrived,
          W streams from the data buffer, B completes rows (all writes use AWID 0)
 
+* **Handshakes are registered.** ``place`` and ``gather`` enter through two-entry skid
+  buffers (:class:`SkidBuffer`), so their ``ready`` is a flip-flop output and the hazard
+  check and arbiter work on registered requests (the gather's filter hash is computed before
+  the buffer); a third skid buffer between J3 and the read issuer lets the J pipeline advance
+  on a registered ``ready``. The read and write issuers keep the next burst's length and
+  "last burst of the row" flag (and the read side its free buffer space) in registers,
+  computed a cycle early, so AR/AW issue and the row FIFO handshakes are one compare of
+  register outputs. A request held in an input buffer counts as pending: ``busy`` is set and,
+  for a gather, ``gathers_done`` of its bank is clear.
 * **Read side.** ``tags = 2**ceil_log2(max_outstanding_reads)`` reorder-buffer entries are
   allocated in order; tag ``t`` uses ARID ``t mod ids`` with ``ids = min(2**axi_id_bits,
   tags)``, so the bursts of one ID are tags ``i, i + ids, i + 2 ids, ...`` in issue order and a
@@ -76,7 +85,9 @@ Ordering and hazard rule (no lost update)
   list of the lowest such bank. A false positive only delays a gather; the memory outcome is
   the golden model's (``golden/model.py``: a deferred gather is done after the scatter it
   waits for).
-* A gather into a bank whose scatter is pending or running waits (stream ``ready`` low).
+* A gather into a bank whose scatter is pending or running waits (at the head of the gather
+  input buffer; the stream's ``ready`` falls once the buffer is full). SCATTER does not wait
+  for such a held gather.
 * SCATTER(bank) starts only when ``gathers_done[bank]``: every gather sent to the bank,
   deferred ones included, has received its write responses. So software may hand a bank to
   the GPU exactly when ``gathers_done[bank]`` is set (and ``log_count``/``busy`` say the rest).
@@ -113,7 +124,8 @@ meanwhile; ``place``/``gather`` wait).
 
 Cycle costs
 -----------
-* Job front end: one row job per cycle (J1 -> J3 is 3 cycles of latency); a deferred gather
+* Job front end: one row job per cycle (input buffer 1 cycle, J1 -> J3 3 cycles, J skid
+  buffer 1 cycle of latency); a deferred gather
   replays in 2 cycles; the scatter sequencer emits one row per cycle, the evict sequencer one
   slot per CAM read round trip (about 3 cycles for a ``full`` CAM, 6 for ``hash``).
 * Read issuer: one AR per cycle; a row of ``b`` beats needs ``ceil(b / 256)`` (+1 per 4 KiB
@@ -221,6 +233,35 @@ def _min(a, b):
     return Mux(a < b, a, b)
 
 
+class SkidBuffer(wiring.Component):
+    """A two-entry pipeline register (skid buffer) between two valid/ready streams.
+
+    ``i.ready``, ``o.valid`` and ``o.payload`` are flip-flop outputs, so neither side's
+    handshake logic reaches the other's in one cycle; it moves one item per cycle when ``o``
+    never stalls, and adds one cycle of latency. ``o`` holds the oldest item; ``s_valid`` /
+    ``s_payload`` is the second (the *skid* register, filled only while ``o`` is stalled, so
+    ``s_valid`` implies ``o.valid``). Both are exported because an item held here is still
+    pending for its owner's status logic.
+    """
+
+    def __init__(self, shape):
+        super().__init__({"i": In(stream.Signature(shape)), "o": Out(stream.Signature(shape)),
+                          "s_valid": Out(1), "s_payload": Out(shape)})
+
+    def elaborate(self, platform):
+        m = Module()
+        i, o = self.i, self.o
+        m.d.comb += i.ready.eq(~self.s_valid)
+        with m.If(~o.valid | o.ready):
+            with m.If(self.s_valid):
+                m.d.sync += [o.payload.eq(self.s_payload), o.valid.eq(1), self.s_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [o.payload.eq(i.payload), o.valid.eq(i.valid)]
+        with m.Elif(i.valid & ~self.s_valid):
+            m.d.sync += [self.s_payload.eq(i.payload), self.s_valid.eq(1)]
+        return m
+
+
 class GatherScatterDMA(wiring.Component):
     """The gather/scatter DMA (AXI4 master); the module docstring has the micro-architecture,
     the burst rule, the ordering/hazard rule and the cycle costs.
@@ -288,8 +329,8 @@ class GatherScatterDMA(wiring.Component):
     cmd_ignored : ``Out(1)``
         Sticky: a command was ignored (see the module docstring); cleared by ``soft_reset``.
     gathers_done : ``Out(staging_banks)``
-        Bit ``b``: every gather sent to bank ``b``, deferred ones included, has completed its
-        writes (the GPU may use the bank).
+        Bit ``b``: every gather sent to bank ``b``, deferred ones and ones still held in the
+        input buffer included, has completed its writes (the GPU may use the bank).
     scatter_busy : ``Out(staging_banks)``
         Bit ``b``: SCATTER(b) is queued or running.
     evict_busy : ``Out(1)``
@@ -413,7 +454,12 @@ class GatherScatterDMA(wiring.Component):
         gathers_done = Signal(B)
         m.d.comb += gathers_done.eq(Cat((gath_inflight[b] == 0) & (deferred_into[b] == 0)
                                         for b in range(B)))
-        m.d.comb += self.gathers_done.eq(gathers_done)
+        # the output also waits for gathers still held in the input skid buffer (internally,
+        # SCATTER waits only for gathers that have started, as it did for gathers not yet
+        # accepted before there was a buffer: a held gather into a bank being scattered waits
+        # for that scatter)
+        g_held = Signal(B)
+        m.d.comb += self.gathers_done.eq(gathers_done & ~g_held)
         stats = {n: Signal(32, name=f"st_{n}") for n in STAT_NAMES}
         for n in STAT_NAMES:
             m.d.comb += getattr(self, f"stat_{n}").eq(stats[n])
@@ -461,7 +507,13 @@ class GatherScatterDMA(wiring.Component):
         rd_take = Signal()
         adv = Signal()
         j1_v, j2_v, j3_v = Signal(), Signal(), Signal()
-        m.d.comb += adv.eq(~j3_v | rd_take)
+        # J3 -> read issuer through a skid buffer: the J pipeline (and so the arbiter's grants
+        # and every input's `ready`) advances on the buffer's registered `ready`, never on the
+        # read issuer's address/credit arithmetic of the same cycle
+        j_layout = data.StructLayout({"src": ADDR_BITS, "dst": ADDR_BITS, "kind": 2,
+                                      "bank": bank_bits})
+        m.submodules.j_skid = jsk = SkidBuffer(j_layout)
+        m.d.comb += adv.eq(~j3_v | jsk.i.ready)
 
         sel_any = Signal()
         sel_kind = Signal(2)
@@ -502,6 +554,9 @@ class GatherScatterDMA(wiring.Component):
             to_host = (j2_kind == KIND_SCATTER) | (j2_kind == KIND_EVICT)
             m.d.sync += [j3_src.eq(Mux(to_host, other, host)),
                          j3_dst.eq(Mux(to_host, host, other))]
+        m.d.comb += [jsk.i.valid.eq(j3_v), jsk.i.payload.src.eq(j3_src),
+                     jsk.i.payload.dst.eq(j3_dst), jsk.i.payload.kind.eq(j3_kind),
+                     jsk.i.payload.bank.eq(j3_bank)]
 
         # --- sources ----------------------------------------------------------------------------
         # replay FSM
@@ -634,26 +689,46 @@ class GatherScatterDMA(wiring.Component):
             with m.Else():
                 m.d.sync += e_pending.eq(1)
 
-        # place input
-        r_place, g_place = Signal(), Signal()
-        m.d.comb += [r_place.eq(self.place.valid & front_ok & ~e_pending),
-                     self.place.ready.eq(g_place | (error & ~rst_pending))]
+        # input streams: each enters through a skid buffer, so `place.ready` (toward the
+        # install engine) and `gather.ready` (toward the fragmenter) are flip-flop outputs and
+        # the arbiter works on registered payloads. An item held in a buffer has not started:
+        # it is counted by `busy`, and a held gather clears its bank's `gathers_done`.
+        in_ok = Signal()             # the inputs may hand over items (else their ready is low)
+        m.d.comb += in_ok.eq(~rst_pending & (~perr | error))
 
-        # gather input
-        gp = self.gather.payload
-        g_hash = h3_expr(gp.key, SEED_DMA_FILTER, kb, fb)
+        # place input
+        m.submodules.place_skid = psk = SkidBuffer(placed_layout(cfg))
+        m.d.comb += [psk.i.valid.eq(self.place.valid & in_ok),
+                     psk.i.payload.eq(self.place.payload),
+                     self.place.ready.eq(psk.i.ready & in_ok)]
+        r_place, g_place = Signal(), Signal()
+        m.d.comb += [r_place.eq(psk.o.valid & front_ok & ~e_pending),
+                     psk.o.ready.eq(g_place | (error & ~rst_pending))]
+
+        # gather input; the filter hash is computed before the buffer and held with the item
+        g_skid_layout = data.StructLayout({"key": kb, "bank": bank_bits, "index": ib,
+                                           "hash": fb})
+        m.submodules.gather_skid = gsk = SkidBuffer(g_skid_layout)
+        gi = self.gather.payload
+        m.d.comb += [gsk.i.valid.eq(self.gather.valid & in_ok),
+                     gsk.i.payload.key.eq(gi.key), gsk.i.payload.bank.eq(gi.bank),
+                     gsk.i.payload.index.eq(gi.index),
+                     gsk.i.payload.hash.eq(h3_expr(gi.key, SEED_DMA_FILTER, kb, fb)),
+                     self.gather.ready.eq(gsk.i.ready & in_ok)]
+        gp = gsk.o.payload
+        g_hash = gp.hash
         hits = Signal(B)
         m.d.comb += hits.eq(Cat(filt[d].bit_select(g_hash, 1) & (gp.bank != d)
                                 for d in range(B)))
         g_blocked = (s_pending.bit_select(gp.bank, 1)
                      | ((s_state != 0) & (s_bank == gp.bank)))
         g_base = Signal()
-        m.d.comb += g_base.eq(self.gather.valid & front_ok & ~replay_busy & ~g_blocked)
+        m.d.comb += g_base.eq(gsk.o.valid & front_ok & ~replay_busy & ~g_blocked)
         r_gath, g_gath = Signal(), Signal()
         gather_take = Signal()
         m.d.comb += [r_gath.eq(g_base & ~hits.any()),
                      gather_take.eq(g_base & (hits.any() | g_gath)),
-                     self.gather.ready.eq(gather_take | (error & ~rst_pending))]
+                     gsk.o.ready.eq(gather_take | (error & ~rst_pending))]
         g_pos = Cat(gp.index, gp.bank)
         m.d.comb += [log_wp.addr.eq(g_pos), log_wp.en.eq(gather_take),
                      log_wp.data.eq(Cat(gp.key, hits, epoch))]
@@ -667,6 +742,10 @@ class GatherScatterDMA(wiring.Component):
                 m.d.comb += [app_en.eq(1), app_q.eq(_lowest(hits, B)), app_pos.eq(g_pos)]
                 m.d.sync += stats["deferred"].eq(stats["deferred"] + 1)
 
+        m.d.comb += g_held.eq(Cat((gsk.o.valid & (gp.bank == b))
+                                  | (gsk.s_valid & (gsk.s_payload.bank == b))
+                                  for b in range(B)))
+
         # deferred_into counters
         for b in range(B):
             inc = gather_take & hits.any() & (gp.bank == b)
@@ -677,8 +756,7 @@ class GatherScatterDMA(wiring.Component):
         reqs = [(r_replay, g_replay, KIND_GATHER, rp_pos[ib:], rp_word.key, rp_pos[:ib]),
                 (r_scat, g_scat, KIND_SCATTER, s_bank, s_word.key, s_i[:ib]),
                 (r_evict, g_evict, KIND_EVICT, 0, self.cam_read_resp.payload.key, e_slot[:sb]),
-                (r_place, g_place, KIND_PLACE, 0, self.place.payload.key,
-                 self.place.payload.slot),
+                (r_place, g_place, KIND_PLACE, 0, psk.o.payload.key, psk.o.payload.slot),
                 (r_gath, g_gath, KIND_GATHER, gp.bank, gp.key, gp.index)]
         higher = Const(0, 1)
         with m.If(adv):
@@ -717,25 +795,35 @@ class GatherScatterDMA(wiring.Component):
             m.d.comb += to_page.eq((Const(PAGE, 13) - addr[:12]) >> lbb)
             return _min(_min(left, to_page), MB)
 
-        ar_len = Signal(burst_bits)
-        m.d.comb += ar_len.eq(burst_len(rj_src, rj_left))
-        occupancy = Signal(db + 1)
-        m.d.comb += occupancy.eq(wa - wptr)
+        # precomputed one cycle early (with rj_src/rj_left): the next AR's length and whether
+        # it is the row's last, and the free buffer space, so that AR issue and `rd_take` use
+        # register outputs and one compare
+        ar_len = Signal(burst_bits)         # burst_len(rj_src, rj_left)
+        ar_fin = Signal()                   # rj_left == ar_len
+        buf_free = Signal(db + 1, init=D)   # D - (wa - wptr): buffer beats not allocated
         ar_ok, ar_last = Signal(), Signal()
         # stop at once when an error response is seen (the R beat in its register, the B
         # response in its handshake cycle), before `error` itself is set
         halt_now = Signal()
         m.d.comb += [
             ar_ok.eq(rj_v & (~ar_valid | axi.arready) & (in_use < N)
-                     & (occupancy + ar_len <= D) & ~halt_now),
-            ar_last.eq(ar_ok & (rj_left == ar_len)),
-            rd_take.eq(j3_v & ~halt & row_fifo.w_rdy & (~rj_v | ar_last)),
+                     & (ar_len <= buf_free) & ~halt_now),
+            ar_last.eq(ar_ok & ar_fin),
+            rd_take.eq(jsk.o.valid & ~halt & row_fifo.w_rdy & (~rj_v | ar_last)),
+            jsk.o.ready.eq(rd_take),
         ]
         m.d.comb += [
             axi.arvalid.eq(ar_valid), axi.arsize.eq(lbb), axi.arburst.eq(1),
             axi.arcache.eq(0b0011), axi.arlock.eq(0), axi.arprot.eq(0),
             ta_wp.addr.eq(ip), ta_wp.data.eq(rj_src), ta_wp.en.eq(ar_ok),
         ]
+        # the row's next burst (used when ar_ok) and a new row's first (when rd_take)
+        nsrc = Signal(ADDR_BITS)
+        nleft = Signal(beat_bits)
+        m.d.comb += [nsrc.eq(rj_src + (ar_len << lbb)), nleft.eq(rj_left - ar_len)]
+        nlen = burst_len(nsrc, nleft)
+        jo = jsk.o.payload
+        jlen = burst_len(jo.src, row_beats)
         with m.If(ar_ok):
             m.d.sync += [
                 ar_valid.eq(1), axi.araddr.eq(rj_src), axi.arlen.eq(ar_len - 1),
@@ -743,17 +831,19 @@ class GatherScatterDMA(wiring.Component):
                 t_base[ip].eq(wa[:db]), t_len[ip].eq(ar_len - 1), t_cnt[ip].eq(0),
                 t_done[ip].eq(0), t_err[ip].eq(0),
                 wa.eq(wa + ar_len), ip.eq(ip + 1),
-                rj_src.eq(rj_src + (ar_len << lbb)), rj_left.eq(rj_left - ar_len),
             ]
+            m.d.sync += [rj_src.eq(nsrc), rj_left.eq(nleft), ar_len.eq(nlen),
+                         ar_fin.eq(nleft == nlen)]
             with m.If(ar_last):
                 m.d.sync += rj_v.eq(0)
         with m.Elif(axi.arready):
             m.d.sync += ar_valid.eq(0)
         rowin = data.View(row_layout, row_fifo.w_data)
-        m.d.comb += [row_fifo.w_en.eq(rd_take), rowin.dst.eq(j3_dst), rowin.beats.eq(row_beats),
-                     rowin.kind.eq(j3_kind), rowin.bank.eq(j3_bank)]
+        m.d.comb += [row_fifo.w_en.eq(rd_take), rowin.dst.eq(jo.dst), rowin.beats.eq(row_beats),
+                     rowin.kind.eq(jo.kind), rowin.bank.eq(jo.bank)]
         with m.If(rd_take):
-            m.d.sync += [rj_v.eq(1), rj_src.eq(j3_src), rj_left.eq(row_beats)]
+            m.d.sync += [rj_v.eq(1), rj_src.eq(jo.src), rj_left.eq(row_beats), ar_len.eq(jlen),
+                         ar_fin.eq(row_beats == jlen)]
 
         # --- R channel: tag lookup, data into the buffer --------------------------------------
         m.submodules.buf = buf = Memory(shape=cfg.axi_data_bits, depth=D, init=[])
@@ -810,13 +900,15 @@ class GatherScatterDMA(wiring.Component):
         wr_kind = Signal(2)
         wr_bank = Signal(bank_bits)
         aw_valid = Signal()
-        aw_len = Signal(burst_bits)
-        m.d.comb += aw_len.eq(burst_len(wr_dst, wr_left))
+        # precomputed with wr_dst/wr_left, as on the read side: the row FIFO's read enable
+        # then depends on one credit compare (avail >= aw_len) of register outputs
+        aw_len = Signal(burst_bits)         # burst_len(wr_dst, wr_left)
+        aw_fin = Signal()                   # wr_left == aw_len
         aw_ok, aw_last, wr_take = Signal(), Signal(), Signal()
         m.d.comb += [
             aw_ok.eq(wr_v & (~aw_valid | axi.awready) & (avail >= aw_len) & b_fifo.w_rdy
                      & wl_fifo.w_rdy & ~halt_now),
-            aw_last.eq(aw_ok & (wr_left == aw_len)),
+            aw_last.eq(aw_ok & aw_fin),
             wr_take.eq(row_fifo.r_rdy & (~wr_v | aw_last) & ~halt),
             row_fifo.r_en.eq(wr_take),
         ]
@@ -830,17 +922,25 @@ class GatherScatterDMA(wiring.Component):
         m.d.comb += [b_fifo.w_en.eq(aw_ok), bin_.addr.eq(wr_dst), bin_.last.eq(aw_last),
                      bin_.kind.eq(wr_kind), bin_.bank.eq(wr_bank),
                      wl_fifo.w_en.eq(aw_ok), wl_fifo.w_data.eq(aw_len - 1)]
+        # the row's next write burst (used when aw_ok) and a new row's first (when wr_take)
+        ndst = Signal(ADDR_BITS)
+        nwl = Signal(beat_bits)
+        m.d.comb += [ndst.eq(wr_dst + (aw_len << lbb)), nwl.eq(wr_left - aw_len)]
+        nwlen = burst_len(ndst, nwl)
+        rowout = data.View(row_layout, row_fifo.r_data)
+        wlen = burst_len(rowout.dst, rowout.beats)
         with m.If(aw_ok):
-            m.d.sync += [aw_valid.eq(1), axi.awaddr.eq(wr_dst), axi.awlen.eq(aw_len - 1),
-                         wr_dst.eq(wr_dst + (aw_len << lbb)), wr_left.eq(wr_left - aw_len)]
+            m.d.sync += [aw_valid.eq(1), axi.awaddr.eq(wr_dst), axi.awlen.eq(aw_len - 1)]
+            m.d.sync += [wr_dst.eq(ndst), wr_left.eq(nwl), aw_len.eq(nwlen),
+                         aw_fin.eq(nwl == nwlen)]
             with m.If(aw_last):
                 m.d.sync += wr_v.eq(0)
         with m.Elif(axi.awready):
             m.d.sync += aw_valid.eq(0)
-        rowout = data.View(row_layout, row_fifo.r_data)
         with m.If(wr_take):
             m.d.sync += [wr_v.eq(1), wr_dst.eq(rowout.dst), wr_left.eq(rowout.beats),
-                         wr_kind.eq(rowout.kind), wr_bank.eq(rowout.bank)]
+                         wr_kind.eq(rowout.kind), wr_bank.eq(rowout.bank), aw_len.eq(wlen),
+                         aw_fin.eq(rowout.beats == wlen)]
 
         # W: buffer read (stage 1) -> W register (stage 2)
         s1_v, s1_last = Signal(), Signal()
@@ -871,6 +971,7 @@ class GatherScatterDMA(wiring.Component):
             m.d.sync += w_valid.eq(0)
         with m.If(w_valid & axi.wready):
             m.d.sync += stats["bytes_written"].eq(stats["bytes_written"] + bb)
+        m.d.sync += buf_free.eq(buf_free - Mux(ar_ok, ar_len, 0) + fetch)
 
         # B: complete rows
         bout = data.View(b_layout, b_fifo.r_data)
@@ -907,7 +1008,8 @@ class GatherScatterDMA(wiring.Component):
         # --- status -----------------------------------------------------------------------------
         m.d.comb += quiescent.eq((in_use == 0) & ~ar_valid & ~aw_valid & (b_fifo.level == 0)
                                  & ~r1_v & (e_state != 2) & (e_state != 3))
-        work = (j1_v | j2_v | j3_v | rj_v | wr_v | (row_fifo.level != 0) | s_pending.any()
+        work = (j1_v | j2_v | j3_v | jsk.o.valid | psk.o.valid | gsk.o.valid | rj_v | wr_v
+                | (row_fifo.level != 0) | s_pending.any()
                 | (s_state != 0) | e_pending | (e_state != 0) | rp_busy_state)
         for q in range(B):
             work = work | (qcnt[q] != 0)

@@ -401,7 +401,8 @@ class HotlineAccelerator(wiring.Component):
             reg("STATUS", "bank_pending").eq(Cat(*[dma.log_count[b] != 0
                                                   for b in range(cfg.staging_banks)])),
             # a bank's gathers are done when the DMA has finished every gather it took for the
-            # bank and no gather request can still come from the fragmenter
+            # bank (dma.gathers_done also waits for gathers still held in the DMA's input skid
+            # buffer) and no gather request can still come from the fragmenter
             reg("STATUS", "gathers_done").eq(Mux(frag.gather_busy | frag.gather.valid, 0,
                                                  dma.gathers_done)),
             reg("IRQ_STATUS", "cmd_done").eq(cmd_done),
