@@ -315,8 +315,10 @@ def _layout(cfg):
                _F(n, i, 1, "irq", n, d) for i, (n, d) in enumerate(IRQ_EVENTS)]),
     ]
     runtime = [
-        _value("ROW_STRIDE", "Row stride", "Bytes between consecutive rows of a host table.",
-               "config", reset=cfg.row_bytes),
+        _value("ROW_STRIDE", "Row stride", "Bytes between consecutive rows of a host table"
+               + (f" (addresses wrap modulo 2**{cfg.addr_bits}, so only bits "
+                  f"{cfg.addr_bits - 1}:0 are implemented)." if cfg.addr_bits < 32 else "."),
+               "config", min(32, cfg.addr_bits), cfg.row_bytes),
         _value("ROW_BYTES", "Row bytes", "Bytes moved per row (a multiple of the bus width, "
                f"<= {cfg.max_row_bytes}).", "config", _bits(cfg.max_row_bytes), cfg.row_bytes),
         *_lohi("POPULAR_BASE", "Popular base", "Byte address of slot 0 of the popular "

@@ -16,7 +16,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from fpga.axi_ram import AxiRam
-from fpga.board_top import SelfCheck
+from fpga.board_top import SelfCheck, expected_line
 from fpga.boards import BOARDS, ICE40_OVERRIDES
 from fpga.program import OP_END, OP_POLL, OP_READ, OP_STREAM, OP_WRITE, make_program
 from hotline_hw.config import preset
@@ -117,6 +117,20 @@ def test_selfcheck_passes_tiny():
     assert f"pop={(prog.exp_pop ^ (prog.exp_pop >> 32)) & 0xFFFFFFFF:08X}" in line
 
 
+def test_selfcheck_passes_narrow_addresses_and_statistics():
+    """The whole accelerator with addr_bits=12 (the program's regions at their 4 GiB windows
+    folded to 0, every address < 4 KiB) and stats_bits=4 (the statistics the program checks
+    wrap modulo 16: 0x20 lookups read 0): memory, streams and statistics as the golden model
+    says."""
+    cfg = preset("tiny", addr_bits=12, stats_bits=4)
+    prog, res, line = run_selfcheck(cfg)
+    assert prog.stats["lookups"] >= 16                    # the statistics do wrap
+    assert res and res["passed"] == 1 and res["failed"] == 0 and res["err"] == 0, res
+    assert line.startswith("hotline run 0001 PASS err=00"), line
+    assert f"lookups={prog.stats['lookups'] % 16:04X}" in line, line
+    assert line.split(" cycles=")[0] == expected_line(prog).split(" cycles=")[0]
+
+
 @pytest.mark.parametrize("what", ["pop", pytest.param("wsum", marks=pytest.mark.slow),
                                   pytest.param("stats", marks=pytest.mark.slow)])
 def test_selfcheck_fails_on_wrong_expectation(what):
@@ -139,6 +153,36 @@ def test_selfcheck_ice40_variant_repeats():
 
 
 # --- the AXI RAM adapter ----------------------------------------------------------------
+
+def test_axi_ram_track_bits():
+    """With track_bits (the accelerator's addr_bits), the beat address keeps those bits and
+    an address with a bit set above them is a protocol error."""
+    dut = AxiRam(64, 1, 16, track_bits=12)
+    a = dut.axi
+    seen = []
+
+    async def tb(ctx):
+        for addr, bad in ((0xFF8, False), ((1 << 12) | 0x10, True)):
+            ctx.set(a.awaddr, addr); ctx.set(a.awlen, 0); ctx.set(a.awburst, 1)
+            ctx.set(a.awvalid, 1)
+            await ctx.tick().until(a.awready)
+            ctx.set(a.awvalid, 0)
+            ctx.set(a.wdata, 5); ctx.set(a.wstrb, 0xFF); ctx.set(a.wlast, 1); ctx.set(a.wvalid, 1)
+            _, _, v, wa = await ctx.tick().sample(dut.wbeat_valid, dut.wbeat_addr)
+            ctx.set(a.wvalid, 0)
+            seen.append((wa, bool(v)))
+            ctx.set(a.bready, 1)
+            await ctx.tick().until(a.bvalid)
+            ctx.set(a.bready, 0)
+            await ctx.tick()
+            assert ctx.get(dut.protocol_error) == bad, hex(addr)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert len(dut.wbeat_addr) == 64 and seen == [(0xFF8, True), (0x10, True)]
+
 
 def test_axi_ram_bursts():
     bb, depth = 8, 64
