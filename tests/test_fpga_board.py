@@ -265,20 +265,16 @@ def test_axi_ram_bursts():
 
 @pytest.mark.slow
 def test_ice40_build(tmp_path):
-    """A real iCE40 build (HX8K, the largest iCE40 of amaranth-boards) of the iCE40 variant.
-    The whole accelerator does not fit an iCE40 (docs/fpga.md): the build must still run
-    synthesis and placement and report the utilisation and the shortfall (exit 1); were it
-    to fit, it must give a bitstream, an Fmax, and be cached on a second call."""
-    r = run_cli("fpga", "--board", "hx8k", "-o", str(tmp_path), timeout=1800)
+    """A real iCE40 build (HX8K, the largest iCE40 of amaranth-boards) of the iCE40 variant
+    (addr_bits=10, stats_bits=8, docs/fpga.md): it fits, gives a bitstream, meets the
+    board's 12 MHz clock, and is cached on a second call."""
+    r = run_cli("fpga", "--board", "hx8k", "-o", str(tmp_path), timeout=3600)
     rep = json.loads((tmp_path / "report.json").read_text())
     lc = rep["summary"]["logic_cells"]
-    assert lc and lc[0] > 1000 and rep["summary"]["lut4"] > 1000
+    assert lc and 1000 < lc[0] <= lc[1] and rep["summary"]["lut4"] > 1000
     assert not (tmp_path / "top.il").exists()                  # intermediates removed
-    if not rep["ok"]:
-        assert r.returncode == 1 and "does not fit" in rep["error"], rep["error"]
-        assert "does not fit" in r.stderr
-        return
+    assert rep["ok"], rep["error"]
     assert r.returncode == 0 and (tmp_path / "top.bin").exists()
-    assert rep["summary"]["fmax_mhz"]
+    assert rep["summary"]["fmax_mhz"] >= 12
     r = run_cli("fpga", "--board", "hx8k", "-o", str(tmp_path), timeout=300)
     assert r.returncode == 0 and "cached" in r.stdout
