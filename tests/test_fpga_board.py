@@ -56,6 +56,25 @@ def test_bad_board_exits_2():
 
 # --- the program --------------------------------------------------------------------------
 
+def test_ulx3s_program_ram_is_sized_to_the_program():
+    """The ULX3S board glue stays small: the host RAM is sized to the rows the program
+    touches (16 KiB, 8 DP16KD at 128 bits, not 128 KiB); the program raises its
+    LEARN_THRESHOLD so that the hash CAM's spread popular slots do not alias, and still
+    installs a row and hits it."""
+    cfg = preset("ulx3s")
+    spec = BOARDS["ulx3s"]
+    assert spec.max_ram_bytes <= 1 << 14
+    prog = make_program(cfg, max_ram_bytes=spec.max_ram_bytes)
+    assert prog.ram_bytes <= spec.max_ram_bytes
+    assert prog.params.learn_threshold > cfg.learn_threshold
+    assert prog.info["installed_rows"] >= 1 and prog.stats["hits"] > 0
+    assert prog.stats["rows_placed"] == prog.info["installed_rows"]
+    # where the configured threshold fits, it is kept (the tiny/iCE40 programs)
+    small = make_program(preset("tiny"), max_ram_bytes=2048)
+    assert small.params.learn_threshold == preset("tiny").learn_threshold
+    assert small.ram_bytes <= 2048
+
+
 def test_program_recorded_from_driver():
     cfg = preset("tiny")
     prog = make_program(cfg)
