@@ -296,8 +296,9 @@ def make_program(cfg, *, ram_bytes=None, max_ram_bytes=1 << 17, batch_size=8, le
 
 def _make_program(cfg, *, ram_bytes, max_ram_bytes, batch_size, learn_batches, seed, max_rows):
     """The :class:`BoardProgram` of ``cfg`` (see the module docstring). ``ram_bytes``: the
-    on-chip RAM (default: the smallest power of two, from twice the touched bytes up to
-    ``max_ram_bytes``, in which the touched rows do not alias)."""
+    on-chip RAM (default: the smallest power of two, from the bytes of the touched rows up
+    to ``max_ram_bytes``, in which the touched rows do not alias, raising the program's
+    LEARN_THRESHOLD if need be, see below)."""
     rb, bb = cfg.row_bytes, cfg.bus_bytes
     # the accelerator addresses 2**addr_bits bytes: a larger RAM would not be reachable
     max_ram_bytes = min(max_ram_bytes, 1 << cfg.addr_bits)
@@ -361,8 +362,9 @@ def _make_program(cfg, *, ram_bytes, max_ram_bytes, batch_size, learn_batches, s
 
     sizes = [ram_bytes] if ram_bytes is not None else []
     if ram_bytes is None:
-        size = 1 << max(10, (min(need(t) for t in thresholds) - 1).bit_length())
-        while size <= max(max_ram_bytes, 1 << 10):
+        floor = min(1 << 10, max_ram_bytes)
+        size = max(floor, 1 << (min(need(t) for t in thresholds) - 1).bit_length())
+        while size <= max(max_ram_bytes, floor):
             sizes.append(size)
             size *= 2
     params, err = None, None
