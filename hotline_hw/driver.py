@@ -314,11 +314,13 @@ class _DriverBase:
     def read64(self, name):
         """A 64-bit pair (``"POPULAR_BASE"``, ``"TABLE_BASE[3]"``, ``"STAT_BYTES_READ"``):
         reads HI, LO, HI and retries when HI changed, so a running counter reads
-        consistently."""
+        consistently; LO only when HI is not implemented (:meth:`wide_bits` <= 32)."""
         return self._run(self._g_read64(name))
 
     def write64(self, name, value):
-        """Write a 64-bit pair, LO then HI."""
+        """Write a 64-bit pair, LO then HI (LO only when HI is not implemented); ``value``
+        must fit in :meth:`wide_bits` bits (``addr_bits`` for an address), else
+        ``ValueError``."""
         return self._run(self._g_write64(name, value))
 
     def check_id(self):
