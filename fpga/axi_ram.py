@@ -9,7 +9,7 @@ program must keep its touched rows alias-free, see ``fpga.program.board_layout``
 
 Every accepted W beat is shown on ``wbeat_*`` (full 64-bit byte address, data, strobes) for
 the write signature, and ``protocol_error`` (sticky until ``clear``) records a WLAST that
-does not match the burst length.
+does not match the burst length, or an address bit set at or above ``track_bits``.
 """
 
 from amaranth.hdl import Module, Signal
@@ -23,12 +23,18 @@ __all__ = ["AxiRam"]
 
 
 class AxiRam(wiring.Component):
-    """``AxiRam(data_bits, id_bits, depth, init=(), addr_bits=64)``; see the module docstring."""
+    """``AxiRam(data_bits, id_bits, depth, init=(), addr_bits=64, track_bits=None)``; see the
+    module docstring. ``track_bits`` (default ``addr_bits``): the address bits the RAM keeps
+    in its burst address and shows on ``wbeat_addr`` (the accelerator's
+    ``HotlineConfig.addr_bits``: it must drive the bits above 0), so that a small board does
+    not carry a 64-bit address counter; an address with an upper bit set is a
+    ``protocol_error``."""
 
-    def __init__(self, data_bits, id_bits, depth, init=(), addr_bits=64):
+    def __init__(self, data_bits, id_bits, depth, init=(), addr_bits=64, track_bits=None):
         assert depth & (depth - 1) == 0 and depth >= 2
         self.data_bits, self.id_bits, self.depth = data_bits, id_bits, depth
         self.addr_bits = addr_bits
+        self.track_bits = addr_bits if track_bits is None else min(addr_bits, track_bits)
         self.bus_bytes = data_bits // 8
         self.init = list(init)
         super().__init__({
@@ -49,13 +55,13 @@ class AxiRam(wiring.Component):
         wr = mem.write_port(granularity=8)
         rd = mem.read_port()
 
-        addr = Signal(self.addr_bits)       # byte address of the current beat
+        addr = Signal(self.track_bits)      # byte address of the current beat
         incr = Signal()
         bid = Signal(self.id_bits)
         left = Signal(9)                    # beats still to fetch (reads) / to take (writes)
         rvalid = Signal()
         rlast = Signal()
-        step = Signal(self.addr_bits)
+        step = Signal(self.track_bits)
         m.d.comb += step.eq(bb)
 
         m.d.comb += [a.bid.eq(bid), a.rid.eq(bid), a.bresp.eq(0), a.rresp.eq(0),
@@ -66,6 +72,12 @@ class AxiRam(wiring.Component):
         with m.FSM(name="axi_ram"):
             with m.State("IDLE"):
                 m.d.comb += [a.awready.eq(1), a.arready.eq(~a.awvalid)]
+                if self.track_bits < self.addr_bits:
+                    # an address bit the master must drive 0 (HotlineConfig.addr_bits)
+                    hi = slice(self.track_bits, self.addr_bits)
+                    with m.If((a.awvalid & a.awaddr[hi].any())
+                              | (~a.awvalid & a.arvalid & a.araddr[hi].any())):
+                        m.d.sync += self.protocol_error.eq(1)
                 with m.If(a.awvalid):
                     m.d.sync += [addr.eq(a.awaddr), bid.eq(a.awid), left.eq(a.awlen + 1),
                                  incr.eq(a.awburst != 0)]

@@ -84,7 +84,7 @@ class SelfCheck(wiring.Component):
         core = HotlineAccelerator(cfg)
         m.submodules.hotline = ResetInserter(core_rst)(core)
         ram = AxiRam(cfg.axi_data_bits, cfg.axi_id_bits, prog.ram_bytes // cfg.bus_bytes,
-                     init=prog.ram_init)
+                     init=prog.ram_init, track_bits=cfg.addr_bits)
         m.submodules.host_ram = ram
         rmap_bits = len(core.s_axil.awaddr)
         seq = Sequencer(prog.ops, prog.in_beats, rmap_bits, geo["in_bits"])
@@ -212,7 +212,8 @@ class SelfCheck(wiring.Component):
 
 def expected_line(program, verdict="PASS", runs=1):
     """The UART line a passing run prints (for the docs and the report)."""
-    st = program.stats
+    # the displayed statistics as the hardware holds them (stats_bits wide)
+    st = {k: program.cfg.wrap_stat(32, v) for k, v in program.stats.items()}
     return (f"hotline run {runs:04X} {verdict} err=00 pop={fold32(program.exp_pop):08X} "
             f"npop={fold32(program.exp_npop):08X} w={fold32(program.exp_wsum):08X}/"
             f"{program.exp_wcount & 0xFFFF:04X} st={fold32(program.exp_stats):08X} "

@@ -27,7 +27,9 @@ class BoardSpec:
     uart: str = "uart"
     button: tuple = None          # (resource name, number): restart at once
     overrides: dict = field(default_factory=dict)   # board variant of the default preset
-    max_ram_bytes: int = 1 << 17  # host-memory block RAM at most
+    # host-memory block RAM at most: fpga.program.make_program sizes the RAM to the program
+    # (the smallest power of two in which its touched rows do not alias), up to this
+    max_ram_bytes: int = 1 << 17
     bitstream: tuple = ()         # files of the build that are the bitstream
     synth_opts: str = ""          # extra synth_<family> options (e.g. -dsp on the UP5K)
 
@@ -42,23 +44,26 @@ class BoardSpec:
 
 
 #: iCE40 variant of ``tiny``. The ``tiny`` core needs ~12.8k LUT4 (yosys synth_ice40), more
-#: than any iCE40 of amaranth-boards has (UP5K 5280, HX8K 7680), and a first reduction (one
-#: lane, 8-entry CAM, 8 staging rows) still ~8.0k: the register block, the statistics and
-#: the 64-bit DMA address path do not scale with the configuration. These overrides shrink
-#: what does: one lane, 2 tables of 2^6 rows (7-bit keys), a 4-entry CAM, 4x2 counters,
-#: 4 staging rows per bank, one outstanding read.
+#: than any iCE40 of amaranth-boards has (UP5K 5280, HX8K 7680); the register block, the
+#: statistics and the 64-bit DMA address path did not scale with the configuration. These
+#: overrides shrink everything: one lane, 2 tables of 2^4 rows (5-bit keys), 3-bit sample
+#: ids, a 4-entry CAM, 2x2 counters of 3 bits, 2 staging rows per bank, one outstanding read,
+#: one-beat (8-byte) rows, 10 address bits (the board program's host RAM is 1 KiB) and 8-bit
+#: statistics. The hx8k board build then takes 6,531 of the 7,680 logic cells and meets
+#: 12 MHz (docs/fpga.md); it does not fit the UP5K.
 ICE40_OVERRIDES = {
-    "lanes": 1, "table_bits": 1, "row_bits": 6, "num_tables": 2, "max_sample_lookups": 4,
-    "sample_id_bits": 4, "counter_sets": 4, "counter_ways": 2, "counter_banks": 1,
-    "counter_bits": 4, "cam_entries": 4, "cam_ways": 4, "staging_rows": 4, "dedup_sets": 2,
-    "dedup_ways": 2, "max_outstanding_reads": 1, "axi_id_bits": 1, "max_row_bytes": 16,
+    "lanes": 1, "table_bits": 1, "row_bits": 4, "num_tables": 2, "max_sample_lookups": 2,
+    "sample_id_bits": 3, "counter_sets": 2, "counter_ways": 2, "counter_banks": 1,
+    "counter_bits": 3, "cam_entries": 4, "cam_ways": 4, "staging_rows": 2, "dedup_sets": 2,
+    "dedup_ways": 1, "max_outstanding_reads": 1, "axi_id_bits": 1, "row_bytes": 8,
+    "max_row_bytes": 8, "addr_bits": 10, "stats_bits": 8,
 }
 
 BOARDS = {b.name: b for b in (
     BoardSpec("ulx3s", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ecp5", "ulx3s",
               "Radiona ULX3S, ECP5-85F (LFE5U-85F-6BG381C), 25 MHz",
               leds=("heartbeat", "running", "pass", "fail", "run0", "run1", "run2", "run3"),
-              button=("button_fire", 0), max_ram_bytes=1 << 17,
+              button=("button_fire", 0), max_ram_bytes=1 << 14,
               bitstream=("top.bit", "top.svf")),
     BoardSpec("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "ice40", "tiny",
               "1BitSquared iCEBreaker, iCE40 UP5K (5280 LUT4, 30 BRAM), 12 MHz",

@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import sys
 import time
 from pathlib import Path
 
@@ -205,6 +206,11 @@ def run_build(plan, out, *, keep_files=False, force=False, log=print):
     desc = write_plan(plan, out)
     env = dict(os.environ)
     env.update(TOOL_ENV)
+    # the YoWASP tools sit beside this Python (the venv's bin), which need not be on PATH
+    # when hotline-hw is run by its full path
+    tools = str(Path(sys.executable).parent)
+    if tools not in env.get("PATH", "").split(os.pathsep):
+        env["PATH"] = tools + os.pathsep + env.get("PATH", "")
     t0 = time.time()
     ok, err = True, None
     logf = out / "build.log"

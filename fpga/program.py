@@ -32,7 +32,7 @@ from golden.model import HotlineModel, fill_tables
 from golden.params import RuntimeParams
 from hotline_hw.driver import HotlineDriver
 from hotline_hw.gateware.top import stream_geometry
-from hotline_hw.regmap import regmap
+from hotline_hw.regmap import STATISTICS, regmap
 
 from .signature import fold64, misr_step, wsum_step
 
@@ -195,11 +195,12 @@ def pack_out_beat(cfg, beat):
     return word, ob + ob // 8 + 2
 
 
-def board_layout(cfg, cardinalities, touched, ram_bytes, row_bytes=None):
+def board_layout(cfg, cardinalities, touched, ram_bytes, row_bytes=None, learn_threshold=None):
     """RuntimeParams whose touched rows do not alias in a RAM of ``ram_bytes`` (addresses
     folded modulo ``ram_bytes``). Tables are packed from address 0 (all their rows fit);
     each other region (staging bank ``b``, the popular region) gets its own 4 GiB window
-    and the smallest in-window offset whose touched rows (``touched[("staging", b)]``,
+    (when ``cfg.addr_bits`` has room for it; else the last ``ram_bytes`` below
+    ``2**addr_bits``) and the smallest in-window offset whose touched rows (``touched[("staging", b)]``,
     ``touched["popular"]``: row indices) land on free rows of the RAM."""
     rb = cfg.row_bytes if row_bytes is None else row_bytes
     rows = ram_bytes // rb
@@ -221,10 +222,18 @@ def board_layout(cfg, cardinalities, touched, ram_bytes, row_bytes=None):
         else:
             raise ValueError(f"no alias-free place for {reg} in a {ram_bytes}-byte RAM")
         used |= spots
-        bases[reg] = (n << 32) + off * rb
+        # a 4 GiB window per region exercises the upper address bits; with fewer address
+        # bits (addr_bits), the regions go to the top RAM-sized window below 2**addr_bits
+        # instead, so that the top address bit is set
+        if (n + 1) << 32 <= 1 << cfg.addr_bits:
+            window = n << 32
+        else:
+            window = (1 << cfg.addr_bits) - ram_bytes
+        bases[reg] = window + off * rb
     return RuntimeParams(tuple(tb), rb, rb, bases["popular"],
                          tuple(bases[("staging", b)] for b in range(cfg.staging_banks)),
-                         cfg.learn_period, cfg.learn_threshold)
+                         cfg.learn_period,
+                         cfg.learn_threshold if learn_threshold is None else learn_threshold)
 
 
 @dataclass
@@ -287,9 +296,15 @@ def make_program(cfg, *, ram_bytes=None, max_ram_bytes=1 << 17, batch_size=8, le
 
 def _make_program(cfg, *, ram_bytes, max_ram_bytes, batch_size, learn_batches, seed, max_rows):
     """The :class:`BoardProgram` of ``cfg`` (see the module docstring). ``ram_bytes``: the
-    on-chip RAM (default: the smallest power of two, from twice the touched bytes up to
-    ``max_ram_bytes``, in which the touched rows do not alias)."""
+    on-chip RAM (default: the smallest power of two, from the bytes of the touched rows up
+    to ``max_ram_bytes``, in which the touched rows do not alias, raising the program's
+    LEARN_THRESHOLD if need be, see below)."""
     rb, bb = cfg.row_bytes, cfg.bus_bytes
+    # the accelerator addresses 2**addr_bits bytes: a larger RAM would not be reachable
+    max_ram_bytes = min(max_ram_bytes, 1 << cfg.addr_bits)
+    if ram_bytes is not None and ram_bytes > 1 << cfg.addr_bits:
+        raise ValueError(f"a {ram_bytes}-byte RAM is more than addr_bits={cfg.addr_bits} "
+                         f"addresses")
     if max_rows is None:
         max_rows = 24 if cfg.num_tables <= 4 else 4
     cards = _cards(cfg, max_rows)
@@ -315,25 +330,59 @@ def _make_program(cfg, *, ram_bytes, max_ram_bytes, batch_size, learn_batches, s
         evicted = model.evict()
         return model, inst, res, scattered, evicted
 
-    # first pass (no memory): which popular slots and staging indices are touched
-    _, inst, res, _, _ = run_model(None, None)
-    touched = {"popular": inst.slots.tolist()}
-    for r in res:
-        touched.setdefault(("staging", r.bank), []).extend(r.gather_indices.tolist())
-    need = sum(cards) * rb + sum(len(set(v)) for v in touched.values()) * rb
+    def touched_rows(threshold):
+        """First pass (no memory) with LEARN_THRESHOLD = ``threshold``: the popular slots
+        and staging indices the run touches, and the number of installed rows."""
+        p0 = RuntimeParams((0,) * cfg.num_tables, rb, rb, 0, (0,) * cfg.staging_banks,
+                           cfg.learn_period, threshold)
+        _, inst, res, _, _ = run_model(p0, None)
+        touched = {"popular": inst.slots.tolist()}
+        for r in res:
+            touched.setdefault(("staging", r.bank), []).extend(r.gather_indices.tolist())
+        return touched, len(inst.keys)
+
+    # The popular slots of a hash CAM are spread over all cam_entries slots: folded into a
+    # small RAM, n installed rows collide unless the RAM has ~n**2 rows. So the RAM is the
+    # smallest power of two (from the touched bytes up to max_ram_bytes) in which some
+    # LEARN_THRESHOLD (a run-time register; the configured one first, then higher ones, so
+    # that fewer, hotter rows are installed) gives an alias-free layout with at least one
+    # installed row (the popular path is always checked).
+    runs = {}
+    thresholds = []
+    for thr in range(cfg.learn_threshold, cfg.counter_max + 1):
+        runs[thr] = touched_rows(thr)
+        if runs[thr][1] == 0:
+            break
+        thresholds.append(thr)
+    if not thresholds:
+        raise ValueError(f"LEARN_THRESHOLD {cfg.learn_threshold} installs no row")
+
+    def need(thr):
+        return sum(cards) * rb + sum(len(set(v)) for v in runs[thr][0].values()) * rb
+
+    sizes = [ram_bytes] if ram_bytes is not None else []
     if ram_bytes is None:
-        size = 1 << max(10, (2 * need - 1).bit_length())
-        while True:
+        floor = min(1 << 10, max_ram_bytes)
+        size = max(floor, 1 << (min(need(t) for t in thresholds) - 1).bit_length())
+        while size <= max(max_ram_bytes, floor):
+            sizes.append(size)
+            size *= 2
+    params, err = None, None
+    for size in sizes:
+        for thr in thresholds:
+            if need(thr) > size:
+                continue
             try:
-                params = board_layout(cfg, cards, touched, size)
+                params = board_layout(cfg, cards, runs[thr][0], size, learn_threshold=thr)
                 break
-            except ValueError:
-                if size >= max_ram_bytes:
-                    raise
-                size *= 2
-        ram_bytes = size
+            except ValueError as e:
+                err = err or e
+        if params is not None:
+            ram_bytes = size
+            break
     else:
-        params = board_layout(cfg, cards, touched, ram_bytes)
+        raise err or ValueError(f"the touched rows need more than {max_ram_bytes} bytes of "
+                                f"RAM (at least {min(need(t) for t in thresholds)})")
 
     mem = _CopyLog()
     fill_tables(mem, cfg, params, cards, seed=1)
@@ -435,7 +484,9 @@ def _make_program(cfg, *, ram_bytes, max_ram_bytes, batch_size, learn_batches, s
                 base = base[:-3]
             key = kp + base
             if key in stats:
-                v = stats[key]
+                nominal = next(b for n, b, _ in STATISTICS if n == base.removeprefix("last_")) \
+                    if prefix == "STAT_" else 32
+                v = cfg.wrap_stat(nominal, stats[key])     # the counter's width: stats_bits
                 if name.endswith("_HI"):
                     v >>= 32
                 rec.expect(name, v & 0xFFFF_FFFF, slot=slot_of.get(name, 0))

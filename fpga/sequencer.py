@@ -75,7 +75,9 @@ class Sequencer(wiring.Component):
         m.submodules.misr = misr = Misr(32)
 
         pc = Signal(16)
-        word = Signal(op_width)
+        # the operation is read from the ROM's port itself: pc changes only when the next
+        # operation is fetched, so the port holds mem[pc] from DECODE until then (no copy)
+        word = pr.data
         m.d.comb += [pr.addr.eq(pc), self.pc.eq(pc), self.stats_sig.eq(misr.state)]
         opc, slot = word[0:3], word[3:6]
         addr, a, b = word[6:6 + ab], word[6 + ab:38 + ab], word[38 + ab:70 + ab]
@@ -107,7 +109,6 @@ class Sequencer(wiring.Component):
             with m.State("FETCH"):           # the ROM word of pc arrives next cycle
                 m.next = "DECODE"
             with m.State("DECODE"):
-                m.d.sync += word.eq(pr.data)
                 m.next = "EXEC"
             with m.State("EXEC"):
                 with m.Switch(opc):

@@ -140,7 +140,9 @@ class HotlineModel:
 
     # --- data movement ----------------------------------------------------------------
     def _copy(self, dst, src):
-        self.mem.copy(dst, src, self.params.row_bytes)
+        # the accelerator computes addresses modulo 2**addr_bits (HotlineConfig.addr_bits)
+        m = self.cfg.addr_mask
+        self.mem.copy(dst & m, src & m, self.params.row_bytes)
 
     def _gather(self, key, bank, idx):
         self._copy(self.params.staging_addr(bank, idx), self.params.host_addr(self.cfg, key))
@@ -220,6 +222,8 @@ class HotlineModel:
                                             f"SCATTER of bank {self.pending_bank[key]}")
                     addr[i] = p.host_addr(cfg, key)
         used = addr[addr >= 0]
+        if cfg.addr_bits < 63:
+            used = used & np.int64(cfg.addr_mask)
         a, n = np.unique(used, return_counts=True)
         return dict(zip(a.tolist(), n.tolist()))
 

@@ -125,6 +125,20 @@ class HotlineConfig:
         "bytes, <= max_row_bytes)."})
     max_row_bytes: int = field(default=256, metadata={"doc":
         "Largest ROW_BYTES the DMA supports (a multiple of the bus width, <= 4096)."})
+    addr_bits: int = field(default=64, metadata={"doc":
+        "Bits of host address the accelerator computes and stores (8..64). The m_axi "
+        "address ports stay 64 bits wide; bits >= addr_bits are driven 0, the base-address "
+        "registers implement addr_bits bits (the rest read 0, writes to them are ignored) and "
+        "every address wraps modulo 2**addr_bits. Size it to the memory behind m_axi: a "
+        "small board RAM needs few bits, and each bit less trims the DMA's adders and "
+        "registers."})
+
+    # --- statistics ----------------------------------------------------------------------
+    stats_bits: int = field(default=32, metadata={"doc":
+        "Width of the 32-bit statistics counters (STAT_*, LAST_*; 4..32); the 64-bit ones "
+        "(bytes read/written, busy cycles) are 2*stats_bits wide. Every counter wraps modulo "
+        "2**width; the register's bits above it read 0. Narrow counters save logic on small "
+        "FPGAs."})
 
     # --- reset values of run-time registers --------------------------------------------
     learn_period: int = field(default=1, metadata={"doc":
@@ -182,6 +196,20 @@ class HotlineConfig:
     @property
     def bus_bytes(self):
         return self.axi_data_bits // 8
+
+    @property
+    def addr_mask(self):
+        """``2**addr_bits - 1``: the host addresses the accelerator computes wrap at it."""
+        return (1 << self.addr_bits) - 1
+
+    def stat_bits(self, nominal):
+        """Implemented width of a statistics counter of ``nominal`` (32 or 64) bits."""
+        return self.stats_bits * (nominal // 32)
+
+    def wrap_stat(self, nominal, value):
+        """``value`` of a statistics counter of ``nominal`` bits as the hardware holds it
+        (modulo ``2**stat_bits(nominal)``)."""
+        return int(value) & ((1 << self.stat_bits(nominal)) - 1)
 
     # --- validation ----------------------------------------------------------------------
     def validate(self):
@@ -247,6 +275,12 @@ class HotlineConfig:
         integer("row_bytes", self.bus_bytes, self.max_row_bytes)
         if self.row_bytes % self.bus_bytes:
             fail("row_bytes", f"must be a multiple of the bus width in bytes ({self.bus_bytes})")
+
+        integer("addr_bits", 8, 64)
+        if (1 << self.addr_bits) < 2 * self.max_row_bytes:
+            fail("addr_bits", f"2**addr_bits must hold two rows of max_row_bytes "
+                              f"({2 * self.max_row_bytes} bytes)")
+        integer("stats_bits", 4, 32)
 
         integer("learn_period", 1, (1 << 16) - 1)
         integer("learn_threshold", 1, self.counter_max)

@@ -151,8 +151,20 @@ class _DriverBase:
         v = yield from self._g_read(name)
         return self.decode(name, v)
 
+    def wide_bits(self, name):
+        """Implemented bits of the 64-bit pair ``name``: 64, or fewer when the accelerator
+        was generated with ``addr_bits`` (addresses) or ``stats_bits`` (statistics) < 64;
+        then a constant HI register (reads 0) is not accessed and a value written must fit."""
+        lo, hi = self.map.wide(name)
+        hf = hi.field("value")
+        if not (hf.sw_writable or hf.hw != "na"):     # a constant HI: not implemented
+            return lo.field("value").width
+        return 32 + hf.width
+
     def _g_read64(self, name):
         lo, hi = self.map.wide(name)
+        if self.wide_bits(name) <= 32:
+            return (yield ("r", self.base + lo.offset))
         for _ in range(4):        # HI, LO, HI: retry if a counter carried into HI between
             h1 = yield ("r", self.base + hi.offset)
             v = yield ("r", self.base + lo.offset)
@@ -164,10 +176,13 @@ class _DriverBase:
     def _g_write64(self, name, value):
         lo, hi = self.map.wide(name)
         value = int(value)
-        if not 0 <= value < 1 << 64:
-            raise ValueError(f"{name}: {value} is not a 64-bit value")
+        bits = self.wide_bits(name)
+        if not 0 <= value < 1 << bits:
+            raise ValueError(f"{name}: {value:#x} does not fit in the {bits} implemented bits"
+                             + (" (addr_bits of the accelerator)" if bits < 64 else ""))
         yield from self._g_write(lo.name, value & 0xFFFF_FFFF)
-        yield from self._g_write(hi.name, value >> 32)
+        if bits > 32:
+            yield from self._g_write(hi.name, value >> 32)
 
     def _g_command(self, cmd, **args):
         yield from self._g_write_fields("CTRL", {"cmd": cmd, **args})
@@ -299,11 +314,13 @@ class _DriverBase:
     def read64(self, name):
         """A 64-bit pair (``"POPULAR_BASE"``, ``"TABLE_BASE[3]"``, ``"STAT_BYTES_READ"``):
         reads HI, LO, HI and retries when HI changed, so a running counter reads
-        consistently."""
+        consistently; LO only when HI is not implemented (:meth:`wide_bits` <= 32)."""
         return self._run(self._g_read64(name))
 
     def write64(self, name, value):
-        """Write a 64-bit pair, LO then HI."""
+        """Write a 64-bit pair, LO then HI (LO only when HI is not implemented); ``value``
+        must fit in :meth:`wide_bits` bits (``addr_bits`` for an address), else
+        ``ValueError``."""
         return self._run(self._g_write64(name, value))
 
     def check_id(self):

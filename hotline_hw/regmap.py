@@ -197,11 +197,24 @@ def _value(name, title, desc, kind, width=32, reset=0):
     return _R(name, title, desc, [_F("value", 0, width, kind, title, desc, reset)])
 
 
-def _lohi(name, title, desc, kind, hi_width=32, lo_width=32, reset=0):
-    lo = _value(f"{name}_LO", f"{title} (bits 31:0)", f"{desc} Bits 31:0.", kind, lo_width,
-                reset & 0xFFFF_FFFF)
-    hi = _value(f"{name}_HI", f"{title} (bits 63:32)", f"{desc} Bits 63:32.", kind, hi_width,
-                reset >> 32)
+def _lohi(name, title, desc, kind, bits=64, reset=0, sep="_"):
+    """The LO/HI register pair of a 64-bit quantity of which ``bits`` are implemented
+    (``addr_bits`` of an address, the width of a statistic): LO holds bits
+    ``min(bits, 32) - 1:0``; HI holds bits ``bits - 1:32``, or, when ``bits <= 32``, is a
+    constant 0 (reads 0, writes are ignored), so that the layout does not move."""
+    lo_w = min(32, bits)
+    lo = _value(f"{name}{sep}LO", f"{title} (bits 31:0)",
+                f"{desc} Bits {lo_w - 1}:0" + (f" (bits 31:{lo_w} read 0)." if lo_w < 32 else "."),
+                kind, lo_w, reset & 0xFFFF_FFFF)
+    if bits > 32:
+        hi = _value(f"{name}{sep}HI", f"{title} (bits 63:32)",
+                    f"{desc} Bits {bits - 1}:32" + (f" (bits 63:{bits} read 0)." if bits < 64
+                                                     else "."),
+                    kind, bits - 32, reset >> 32)
+    else:
+        hi = _value(f"{name}{sep}HI", f"{title} (bits 63:32)", f"{desc} Bits 63:32 are not "
+                    f"implemented (only {bits} bits are): reads 0, writes are ignored.",
+                    "const", 32, 0)
     return [lo, hi]
 
 
@@ -302,12 +315,14 @@ def _layout(cfg):
                _F(n, i, 1, "irq", n, d) for i, (n, d) in enumerate(IRQ_EVENTS)]),
     ]
     runtime = [
-        _value("ROW_STRIDE", "Row stride", "Bytes between consecutive rows of a host table.",
-               "config", reset=cfg.row_bytes),
+        _value("ROW_STRIDE", "Row stride", "Bytes between consecutive rows of a host table"
+               + (f" (addresses wrap modulo 2**{cfg.addr_bits}, so only bits "
+                  f"{cfg.addr_bits - 1}:0 are implemented)." if cfg.addr_bits < 32 else "."),
+               "config", min(32, cfg.addr_bits), cfg.row_bytes),
         _value("ROW_BYTES", "Row bytes", "Bytes moved per row (a multiple of the bus width, "
                f"<= {cfg.max_row_bytes}).", "config", _bits(cfg.max_row_bytes), cfg.row_bytes),
         *_lohi("POPULAR_BASE", "Popular base", "Byte address of slot 0 of the popular "
-               "region in device memory.", "config"),
+               "region in device memory.", "config", cfg.addr_bits),
         _value("LEARN_PERIOD", "Learn period", "Mini-batch n of a learning phase is sampled "
                "iff n % LEARN_PERIOD == 0 (0 acts as 1).", "config", 16, cfg.learn_period),
         _value("LEARN_THRESHOLD", "Learn threshold", "Smallest count a row needs to be "
@@ -342,25 +357,29 @@ def _layout(cfg):
     ]
     dma = [
         *_lohi("DMA_ERROR_ADDR", "DMA error address", "Address of the first m_axi burst "
-               "that got an error response.", "status"),
+               "that got an error response.", "status", cfg.addr_bits),
         _value("DMA_ERROR_RESP", "DMA error response", "Its response: 2 SLVERR, 3 DECERR "
                "(0 no error).", "status", 2),
     ]
     stats = []
     for name, bits, desc in STATISTICS:
-        full = f"{desc} Cumulative since reset or CLEAR_STATS; wraps."
+        w = cfg.stat_bits(bits)
+        full = (f"{desc} Cumulative since reset or CLEAR_STATS; wraps"
+                + (f" modulo 2**{w} (stats_bits)." if w < bits else "."))
         if bits == 64:
-            stats += _lohi(f"STAT_{name.upper()}", f"Statistic {name}", full, "status")
+            stats += _lohi(f"STAT_{name.upper()}", f"Statistic {name}", full, "status", w)
         else:
-            stats.append(_value(f"STAT_{name.upper()}", f"Statistic {name}", full, "status"))
+            stats.append(_value(f"STAT_{name.upper()}", f"Statistic {name}", full, "status", w))
     descs = {n: d for n, _, d in STATISTICS}
+    w = cfg.stat_bits(32)
     last = [_value(f"LAST_{n.upper()}", f"Last mini-batch {n}", f"{descs[n]} In the latest "
-                   "completed mini-batch only.", "status") for n in LAST_STATISTICS]
+                   "completed mini-batch only" + (f"; modulo 2**{w} (stats_bits)." if w < 32
+                                                  else "."), "status", w)
+            for n in LAST_STATISTICS]
 
     def base_array(name, count, title, desc):
-        return _Array(name, count, title, desc, [
-            _value("LO", f"{title} (bits 31:0)", f"{desc} Bits 31:0.", "config"),
-            _value("HI", f"{title} (bits 63:32)", f"{desc} Bits 63:32.", "config")])
+        return _Array(name, count, title, desc,
+                      _lohi("", title, desc, "config", cfg.addr_bits, sep=""))
 
     arrays_s = [base_array("STAGING_BASE", cfg.staging_banks, "Staging base",
                            "Byte address of index 0 of staging bank [b] in device memory.")]

@@ -53,6 +53,12 @@ def test_kaggle_and_terabyte_key_formats():
     ("max_sample_lookups", 2, "4..65536"),
     ("lanes", True, "integer"),
     ("name", "a b", "letters"),
+    ("addr_bits", 7, "8..64"),
+    ("addr_bits", 65, "8..64"),
+    ("addr_bits", 8, "two rows of max_row_bytes (512 bytes)"),
+    ("stats_bits", 3, "4..32"),
+    ("stats_bits", 33, "4..32"),
+    ("stats_bits", 16.0, "integer"),
 ])
 def test_bad_value_names_field_value_and_rule(field, value, words):
     with pytest.raises(ConfigError) as e:
@@ -85,6 +91,27 @@ def test_derived_values():
     assert c.slot_bits == 4 and c.cam_sets == 1 and c.bus_bytes == 8
     u = preset("ulx3s")
     assert u.cam_sets == 512 and u.cam_set_bits == 9 and u.key_bytes == 4
+
+
+def test_addr_and_stats_bits_default_to_full_width():
+    c = preset("ulx3s")
+    assert (c.addr_bits, c.stats_bits) == (64, 32)
+    assert c.addr_mask == (1 << 64) - 1
+    assert c.stat_bits(32) == 32 and c.stat_bits(64) == 64
+    assert c.wrap_stat(32, (1 << 32) + 5) == 5 and c.wrap_stat(64, 1 << 40) == 1 << 40
+
+
+def test_narrow_addr_and_stats_bits():
+    c = preset("tiny", addr_bits=12, stats_bits=8)
+    assert c.addr_mask == 0xFFF
+    assert c.stat_bits(32) == 8 and c.stat_bits(64) == 16
+    assert c.wrap_stat(32, 0x1FF) == 0xFF and c.wrap_stat(64, 0x12345) == 0x2345
+    assert HotlineConfig.from_json(c.to_json()) == c
+    # a config.json written before the fields existed reads as the full widths
+    doc = json.loads(preset("tiny").to_json())
+    del doc["config"]["addr_bits"], doc["config"]["stats_bits"]
+    old = HotlineConfig.from_json(json.dumps(doc))
+    assert (old.addr_bits, old.stats_bits) == (64, 32)
 
 
 @st.composite

@@ -311,3 +311,44 @@ def test_rtl_commands_status_and_errors():
         assert st["hits"] == 99 and st["bytes_written"] == 5 << 32 | 7
 
     run_rtl(cfg, body)
+
+
+@pytest.mark.parametrize("addr_bits", [20, 40])
+def test_narrow_addresses(addr_bits):
+    """addr_bits < 64: a base must fit the implemented bits; a constant HI is neither
+    written nor read."""
+    cfg = preset("tiny", addr_bits=addr_bits, stats_bits=12)
+    fake = FakeHotline(regmap(cfg))
+    drv = HotlineDriver(fake.read32, fake.write32, fake.rm)
+    assert drv.wide_bits("POPULAR_BASE") == drv.wide_bits("TABLE_BASE[2]") == addr_bits
+    assert drv.wide_bits("DMA_ERROR_ADDR") == addr_bits
+    assert drv.wide_bits("STAT_BYTES_READ") == 24 and drv.wide_bits("STAT_BUSY_CYCLES") == 24
+    top = (1 << addr_bits) - 64
+    drv.write64("POPULAR_BASE", top)
+    assert drv.read64("POPULAR_BASE") == top
+    hi_writes = [w for w in fake.writes if w[0] == "POPULAR_BASE_HI"]
+    assert bool(hi_writes) == (addr_bits > 32)
+    with pytest.raises(ValueError, match=f"does not fit in the {addr_bits} implemented bits "
+                                         r"\(addr_bits"):
+        drv.write64("TABLE_BASE[0]", 1 << addr_bits)
+    fake.hw[("STAT_BYTES_READ_LO", "value")] = 0xABCDEF
+    assert drv.stats()["bytes_read"] == 0xABCDEF
+
+
+def test_narrow_registers_in_rtl():
+    """The register block implements addr_bits bits of a base (bits above read 0, a write
+    to the constant HI is ignored) and stats_bits bits of a statistic."""
+    cfg = preset("tiny", addr_bits=20, stats_bits=8)
+
+    async def body(ctx, dut, drv):
+        hi = drv.map.reg("TABLE_BASE[1].HI")
+        assert len(dut.value64("TABLE_BASE[1]")) == 20
+        assert len(dut.value64("STAT_BUSY_CYCLES")) == 16
+        assert len(dut.field("STAT_LOOKUPS")) == 8
+        await drv.write("TABLE_BASE[1].LO", 0xFFFF_FFFF)
+        assert await axil_write(ctx, dut.s_axil, hi.offset, 0xFFFF_FFFF) == OKAY   # ignored
+        assert await drv.read("TABLE_BASE[1].LO") == 0xF_FFFF
+        assert ctx.get(dut.value64("TABLE_BASE[1]")) == 0xF_FFFF
+        assert await drv.read("TABLE_BASE[1].HI") == 0
+
+    run_rtl(cfg, body)

@@ -235,3 +235,27 @@ def test_ipxact_is_well_formed(outputs):
     files = {f.find("ipxact:name", ns).text: int(f.find("ipxact:dim", ns).text)
              for f in block.findall("ipxact:registerFile", ns)}
     assert files == {"TABLE_BASE": 26, "STAGING_BASE": 2}
+
+
+def test_narrow_addresses_and_statistics_in_the_map():
+    """addr_bits / stats_bits narrow the fields, never move a register."""
+    full, narrow = regmap(preset("tiny")), regmap(preset("tiny", addr_bits=20, stats_bits=8))
+    assert [(r.name, r.offset) for r in full] == [(r.name, r.offset) for r in narrow]
+    for name in ("POPULAR_BASE", "TABLE_BASE[0]", "STAGING_BASE[1]", "DMA_ERROR_ADDR"):
+        lo, hi = narrow.wide(name)
+        assert lo.field("value").width == 20
+        assert hw_kind(hi.field("value")) == "const" and hi.field("value").reset == 0
+        assert "not implemented" in hi.field("value").desc
+    assert narrow.field("STAT_LOOKUPS", "value").width == 8
+    assert narrow.field("LAST_HITS", "value").width == 8
+    lo, hi = narrow.wide("STAT_BYTES_WRITTEN")
+    assert lo.field("value").width == 16 and hw_kind(hi.field("value")) == "const"
+    mid = regmap(preset("tiny", addr_bits=40, stats_bits=20))
+    lo, hi = mid.wide("TABLE_BASE[2]")
+    assert (lo.field("value").width, hi.field("value").width) == (32, 8)
+    assert hw_kind(hi.field("value")) == "value"
+    lo, hi = mid.wide("STAT_BUSY_CYCLES")
+    assert (lo.field("value").width, hi.field("value").width) == (32, 8)
+    for name in ("POPULAR_BASE", "STAT_BUSY_CYCLES"):
+        lo, hi = full.wide(name)
+        assert (lo.field("value").width, hi.field("value").width) == (32, 32)

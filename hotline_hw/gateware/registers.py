@@ -192,10 +192,17 @@ class RegisterBlock(wiring.Component):
 
     def value64(self, name):
         """``Cat(LO, HI)`` of the 64-bit pair ``name`` (``"POPULAR_BASE"``,
-        ``"TABLE_BASE[3]"``, ``"STAT_BYTES_READ"``): a 64-bit value for ``Out`` pairs; for
-        ``In`` pairs, assign to it to drive both halves."""
+        ``"TABLE_BASE[3]"``, ``"STAT_BYTES_READ"``): the implemented bits of the pair (64,
+        or fewer for ``addr_bits`` / ``stats_bits`` < 64: then a constant HI is left out and
+        LO may be narrower than 32 bits). ``Out`` pairs zero-extend where used; for ``In``
+        pairs, assign to it to drive both halves (the value is truncated to the width)."""
         lo, hi = self.regmap.wide(str(name).upper())
-        return Cat(self.field(lo.name), self.field(hi.name))
+        lo_port = self.field(lo.name)
+        if hw_kind(hi.field("value")) == "const":
+            return Cat(lo_port)
+        if len(lo_port) != 32:
+            raise RegMapError(f"{name}: LO of a pair with a HI half must be 32 bits wide")
+        return Cat(lo_port, self.field(hi.name))
 
     # --- gateware ----------------------------------------------------------------------------
     def elaborate(self, platform):

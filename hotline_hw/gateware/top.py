@@ -122,7 +122,17 @@ class HotlineAccelerator(wiring.Component):
         m.submodules.fragmenter = ResetInserter(frag_rst)(frag)
 
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
-        wiring.connect(m, dma.m_axi, wiring.flipped(self.m_axi))
+        # m_axi: the DMA's master as is, except that the addresses keep their low addr_bits
+        # bits (zero-extended to the 64-bit ports), so that synthesis trims the upper bits
+        # of the DMA's address adders and registers when addr_bits < 64
+        for name, member in dma.m_axi.signature.members.items():
+            ours, theirs = getattr(self.m_axi, name), getattr(dma.m_axi, name)
+            if member.flow == wiring.In:
+                m.d.comb += theirs.eq(ours)
+            elif name in ("araddr", "awaddr"):
+                m.d.comb += ours.eq(theirs[:cfg.addr_bits])
+            else:
+                m.d.comb += ours.eq(theirs)
         m.d.comb += self.irq.eq(regs.irq)
 
         def reg(name, field="value"):
