@@ -22,15 +22,19 @@ Pipeline
    pushes the beat into the **beat FIFO**, which holds it until its sample's verdict and its
    misses' de-dup results are known. The first beat of a mini-batch waits until everything of
    the previous one has left (about 10 cycles), then starts the banks' new mini-batch.
-4. **Retire** (one beat per cycle, in order): takes the beat's de-dup results; each new
-   row gets the next staging index (a prefix count over the beat's lanes), or ``OVERFLOW``
-   past ``staging_rows``; a repeated row takes its first occurrence's index (from the bank,
-   or from an earlier lane of the same beat); a row whose de-dup set is full leaves as
-   ``OVERFLOW``. The translated beat goes to the output FIFO of its sample's verdict, the
-   beat's newly staged rows to the gather FIFO (one beat, up to ``lanes`` requests), and the
-   statistics are counted. After a mini-batch's last beat each output gets a terminator
+4. **Retire** (one beat per cycle, in order), two stages. *Take*: the beat leaves the beat
+   FIFO with its de-dup results into a pipeline register once every repeated row's index is
+   known: resolved in its bank, or forwarded from an earlier lane of the beat, from the beat
+   in the register, or from the beat retired last. *Assign*: each new row gets the next
+   staging index (a prefix count over the beat's lanes), or ``OVERFLOW`` past
+   ``staging_rows``; a repeated row takes its first occurrence's index; a row whose de-dup
+   set is full leaves as ``OVERFLOW``. The translated beat goes to the output FIFO of its
+   sample's verdict, the beat's newly staged rows to the gather FIFO (one beat, up to
+   ``lanes`` requests; ``gather``'s valid and payload are the FIFO's output registers), and
+   the statistics are counted. After a mini-batch's last beat each output gets a terminator
    beat, and the staging bank advances (mini-batch ``n`` since reset uses bank
-   ``n % staging_banks``).
+   ``n % staging_banks``). Two stages keep the de-dup banks' queue pointers (res_q pop,
+   resolver) apart from the staging count and the output handshakes (timing).
 
 Throughput and latency
 ----------------------
@@ -39,11 +43,12 @@ first beat of a mini-batch waits for the previous mini-batch to drain (``DRAIN_C
 about 10, per mini-batch; beats already accepted keep the input busy meanwhile); (b) a
 de-dup bank offered more misses than its queue holds (``lanes`` misses can land in one bank;
 on average a bank gets ``lanes * miss_rate / (2 * lanes)`` < 0.5 per cycle); (c) a repeated
-row whose first occurrence retired one or two cycles earlier waits for its index (one to
+row whose first occurrence is neither in its own beat, nor in the beat being assigned or
+the beat retired last, nor resolved by its bank yet waits for its bank's resolver (one to
 three cycles). A popular sample's beats leave once its last beat is dispatched; other
 samples' beats leave as soon as their de-dup results are known. **Latency** from a sample's
 last input beat to its first output beat: at least :attr:`MiniBatchFragmenter.min_latency`
-cycles (``cam_latency + 7``) with no backpressure; it grows only while earlier beats still
+cycles (``cam_latency + 8``) with no backpressure; it grows only while earlier beats still
 wait (a de-dup bank queue, a full output), never unboundedly: nothing waits for a later beat.
 
 Statistics
@@ -200,7 +205,7 @@ class MiniBatchFragmenter(wiring.Component):
     @property
     def min_latency(self):
         """Cycles from a sample's last input beat to its first output beat, no backpressure."""
-        return self.cam_latency + 7
+        return self.cam_latency + 8
 
     def elaborate(self, platform):
         cfg, geo = self.cfg, self.geo
@@ -463,11 +468,8 @@ class MiniBatchFragmenter(wiring.Component):
         def abank(i):
             return ab.bank[i] if bb else Const(0, 1)
 
-        arank = []
-        for i in range(L):
-            r = Signal(range(L), name=f"a_rank{i}")
-            m.d.comb += r.eq(_popcount(amiss[j] & (abank(j) == abank(i)) for j in range(i)))
-            arank.append(r)
+        # rank of each lane among the beat's misses to its bank
+        arank = [_popcount(amiss[j] & (abank(j) == abank(i)) for j in range(i)) for i in range(L)]
         ares = []
         for i in range(L):
             rs = Signal(res_l, name=f"a_res{i}")
@@ -482,8 +484,7 @@ class MiniBatchFragmenter(wiring.Component):
         avail_l = []
         needs = []
         for b, bk in enumerate(banks):
-            need = Signal(range(L + 1), name=f"a_need{b}")
-            m.d.comb += need.eq(_popcount(amiss[i] & (abank(i) == b) for i in range(L)))
+            need = _popcount(amiss[i] & (abank(i) == b) for i in range(L))   # the beat's misses
             needs.append(need)
             avail_l.append(bk.res_q.level >= need)
         avail = Cat(*avail_l).all()
@@ -514,18 +515,39 @@ class MiniBatchFragmenter(wiring.Component):
         def hbank(j):
             return h_bank[j] if bb else Const(0, 1)
 
+        # Whether each bank's first results may leave now: computed on the banks' res_q
+        # heads (flip-flops), then selected per lane, so that `take` does not wait for the
+        # lane muxes. A bank's results 0 .. need - 1 are the beat's lanes in that bank, in
+        # lane order, so an earlier result of the bank is an earlier lane of the beat.
+        ok_bank = []
+        for b, bk in enumerate(banks):
+            row = []
+            for k in range(L):
+                e = bk.res_q.peek[k]
+                ok = (e.kind != KIND_DUP) | e.resolved
+                for k2 in range(k):
+                    e2 = bk.res_q.peek[k2]
+                    ok = ok | ((e2.kind == KIND_NEW) & (e2.ord == e.ord))
+                for j in range(L):
+                    ok = ok | (rp_valid & rp_new[j] & (rbank(j) == b) & (rp_res[j].ord == e.ord))
+                    ok = ok | (h_new[j] & (hbank(j) == b) & (h_ord[j] == e.ord))
+                okb = Signal(name=f"a_ok_b{b}_{k}")
+                m.d.comb += okb.eq(ok)
+                row.append(okb)
+            ok_bank.append(Array(row))
+        ok_bank = Array(ok_bank)
         a_ok_l = []
         a_fres = []
         for i in range(L):
+            sel = ok_bank[ab.bank[i]][arank[i]] if B > 1 else ok_bank[0][arank[i]]
+            a_ok_l.append(~amiss[i] | sel)
+            # the lane's result as it enters rp_*: a repeat of a row staged by the beat in
+            # rp_* or by the beat retired before it takes that index now
             adup = amiss[i] & (ares[i].kind == KIND_DUP)
-            f_in = Const(0, 1)
-            for j in range(i):
-                f_in = f_in | (anew[j] & (abank(j) == abank(i)) & (ares[j].ord == ares[i].ord))
             f_p = [rp_valid & rp_new[j] & (rbank(j) == abank(i)) & (rp_res[j].ord == ares[i].ord)
                    for j in range(L)]
             f_h = [h_new[j] & (hbank(j) == abank(i)) & (h_ord[j] == ares[i].ord)
                    for j in range(L)]
-            a_ok_l.append(~adup | ares[i].resolved | f_in | Cat(*f_p).any() | Cat(*f_h).any())
             fres = Signal(res_l, name=f"a_fres{i}")
             m.d.comb += fres.eq(ares[i])
             with m.If(adup & ~ares[i].resolved):

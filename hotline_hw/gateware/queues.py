@@ -5,7 +5,7 @@ The fragmenter moves up to ``lanes`` misses per cycle into the de-dup banks and 
 are registers (a few entries each).
 """
 
-from amaranth.hdl import Array, Elaboratable, Module, Shape, Signal
+from amaranth.hdl import Array, Const, Elaboratable, Module, Shape, Signal
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
@@ -112,7 +112,8 @@ class MultiQueue(Elaboratable):
                 m.d.sync += e.eq(cands[0])
             else:
                 m.d.sync += e.eq(Array(cands)[self.pop_n])
-        lv = [self.level + self.push_n - p for p in range(npop + 1)]
-        sp = [self.space - self.push_n + p for p in range(npop + 1)]
+        bl = len(self.level)
+        lv = [(self.level + self.push_n - Const(p, bl))[:bl] for p in range(npop + 1)]
+        sp = [(self.space + Const(p, bl) - self.push_n)[:bl] for p in range(npop + 1)]
         m.d.sync += [self.level.eq(Array(lv)[self.pop_n]), self.space.eq(Array(sp)[self.pop_n])]
         return m
