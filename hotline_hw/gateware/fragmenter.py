@@ -712,7 +712,7 @@ class MiniBatchFragmenter(wiring.Component):
             "nonpopular_samples": Const(0, 1),
             "staged_rows": _popcount(staged),
             "overflows": _popcount(tag[i] == TAG_OVERFLOW for i in range(L)),
-            "bad_keys": rb.bad_n,
+            "bad_keys": Mux(retire, rb.bad_n, 0),   # (a cell: the addition reads a temporary)
             "long_samples": rb.long_end,
             "staging_full": _popcount(sfull),
             "dedup_full": _popcount(dfull),
