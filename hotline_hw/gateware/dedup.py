@@ -24,13 +24,16 @@ A bank
   RAM addressed by ordinal (``drained`` counts them).
 * **Resolver**: walks res_q in order and fills in the index of each ``DUP``: from the RAM
   when its ordinal is below ``drained`` (one cycle), straight from wq when the value is
-  still queued, else it waits: the ``NEW`` has not retired yet. A ``DUP`` whose ``NEW`` is
-  in the same input beat is resolved by the retire stage itself (it sees both).
+  still queued (ordinal below ``pushed``, the values pushed into wq), else it waits: the
+  ``NEW`` has not retired yet. A ``DUP`` whose ``NEW`` is in the same input beat, in the beat
+  being assigned or in the beat retired last, is resolved by the fragmenter's retire stages
+  (forwarding); they may pop an entry whose RAM read the resolver has just started, and the
+  read is then dropped (``r_wait`` is set only for an entry that stays).
 
 Bank ``b`` of set ``s``: ``b = s % banks``, ``lset = s // banks``.
 """
 
-from amaranth.hdl import Cat, Const, Elaboratable, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.utils import ceil_log2
@@ -199,34 +202,47 @@ class DedupBank(Elaboratable):
         m.d.sync += drained.eq(drained + drain)
 
         # --- resolver ------------------------------------------------------------------------
+        # `pushed` counts the values pushed into wq (drained + wq.level), so whether a DUP's
+        # value is known (ord < pushed) and where it is (ord < drained: RAM) are two compares
+        # of the entry's ord with registers, side by side. The next rptr is chosen among
+        # values precomputed from rptr alone, by adv and by res_q.pop_n (the fragmenter's
+        # take, the latest signal) last.
         rptr = Signal(range(geo.res_depth + 1))
-        r_wait = Signal()
+        r_wait = Signal()                    # the RAM is being read for the DUP at rptr
+        pushed = Signal(range(geo.entries + 1))
+        m.d.sync += pushed.eq(pushed + wq.push_n)
         e = res_q.at(rptr)
         adv = Signal()
         pop = res_q.pop_n
-        t = Signal(range(geo.res_depth + 2))
-        m.d.comb += t.eq(rptr + adv)
-        m.d.sync += rptr.eq(Mux(t > pop, t - pop, 0))
+        L = cfg.lanes
+        # nxt[a][p]: rptr + a - p, at least 0
+        nxt = [Array([Mux(rptr + a > p, (rptr + a - Const(p, len(rptr)))[:len(rptr)], 0)
+                      for p in range(L + 1)]) for a in (0, 1)]
+        m.d.sync += rptr.eq(Mux(adv, nxt[1][pop], nxt[0][pop]))
         m.d.sync += r_wait.eq(0)
         rvalue = Signal(geo.value_bits)      # the index found for the DUP at rptr
         m.d.comb += [res_q.upd_off.eq(rptr),
                      res_q.upd_data.eq(Cat(e.kind, e.ord, Const(1, 1), rvalue))]
-        diff = Signal(ob + 1)
-        m.d.comb += diff.eq(e.ord - drained)
+        in_ram = Signal()
+        known = Signal()
+        m.d.comb += [in_ram.eq(e.ord < drained), known.eq(e.ord < pushed)]
         with m.If(r_wait):
             m.d.comb += [res_q.upd_en.eq(1), rvalue.eq(ir.data), adv.eq(1)]
         with m.Elif(rptr < res_q.level):
             with m.If((e.kind != KIND_DUP) | e.resolved):
                 m.d.comb += adv.eq(1)
-            with m.Elif(e.ord < drained):
+            with m.Elif(in_ram):
+                # the read answers next cycle; not if the fragmenter pops the entry now
+                # (it may take a DUP forwarded from its own pipeline)
                 m.d.comb += ir.addr.eq(e.ord)
-                m.d.sync += r_wait.eq(1)
-            with m.Elif(diff < wq.level):
-                m.d.comb += [res_q.upd_en.eq(1), rvalue.eq(wq.at(diff)), adv.eq(1)]
+                m.d.sync += r_wait.eq(rptr >= pop)
+            with m.Elif(known):
+                m.d.comb += [res_q.upd_en.eq(1), rvalue.eq(wq.at((e.ord - drained)[:ob])),
+                             adv.eq(1)]
 
         # --- mini-batch boundary -----------------------------------------------------------
         with m.If(self.batch_start):
-            m.d.sync += [touched.eq(0), newcnt.eq(0), drained.eq(0), rptr.eq(0)]
+            m.d.sync += [touched.eq(0), newcnt.eq(0), drained.eq(0), pushed.eq(0), rptr.eq(0)]
 
         m.d.comb += self.idle.eq((in_q.level == 0) & ~b1_valid & (res_q.level == 0)
                                  & (wq.level == 0))

@@ -22,15 +22,19 @@ Pipeline
    pushes the beat into the **beat FIFO**, which holds it until its sample's verdict and its
    misses' de-dup results are known. The first beat of a mini-batch waits until everything of
    the previous one has left (about 10 cycles), then starts the banks' new mini-batch.
-4. **Retire** (one beat per cycle, in order): takes the beat's de-dup results; each new
-   row gets the next staging index (a prefix count over the beat's lanes), or ``OVERFLOW``
-   past ``staging_rows``; a repeated row takes its first occurrence's index (from the bank,
-   or from an earlier lane of the same beat); a row whose de-dup set is full leaves as
-   ``OVERFLOW``. The translated beat goes to the output FIFO of its sample's verdict, the
-   beat's newly staged rows to the gather FIFO (one beat, up to ``lanes`` requests), and the
-   statistics are counted. After a mini-batch's last beat each output gets a terminator
+4. **Retire** (one beat per cycle, in order), two stages. *Take*: the beat leaves the beat
+   FIFO with its de-dup results into a pipeline register once every repeated row's index is
+   known: resolved in its bank, or forwarded from an earlier lane of the beat, from the beat
+   in the register, or from the beat retired last. *Assign*: each new row gets the next
+   staging index (a prefix count over the beat's lanes), or ``OVERFLOW`` past
+   ``staging_rows``; a repeated row takes its first occurrence's index; a row whose de-dup
+   set is full leaves as ``OVERFLOW``. The translated beat goes to the output FIFO of its
+   sample's verdict, the beat's newly staged rows to the gather FIFO (one beat, up to
+   ``lanes`` requests; ``gather``'s valid and payload are the FIFO's output registers), and
+   the statistics are counted. After a mini-batch's last beat each output gets a terminator
    beat, and the staging bank advances (mini-batch ``n`` since reset uses bank
-   ``n % staging_banks``).
+   ``n % staging_banks``). Two stages keep the de-dup banks' queue pointers (res_q pop,
+   resolver) apart from the staging count and the output handshakes (timing).
 
 Throughput and latency
 ----------------------
@@ -39,11 +43,12 @@ first beat of a mini-batch waits for the previous mini-batch to drain (``DRAIN_C
 about 10, per mini-batch; beats already accepted keep the input busy meanwhile); (b) a
 de-dup bank offered more misses than its queue holds (``lanes`` misses can land in one bank;
 on average a bank gets ``lanes * miss_rate / (2 * lanes)`` < 0.5 per cycle); (c) a repeated
-row whose first occurrence retired one or two cycles earlier waits for its index (one to
+row whose first occurrence is neither in its own beat, nor in the beat being assigned or
+the beat retired last, nor resolved by its bank yet waits for its bank's resolver (one to
 three cycles). A popular sample's beats leave once its last beat is dispatched; other
 samples' beats leave as soon as their de-dup results are known. **Latency** from a sample's
 last input beat to its first output beat: at least :attr:`MiniBatchFragmenter.min_latency`
-cycles (``cam_latency + 7``) with no backpressure; it grows only while earlier beats still
+cycles (``cam_latency + 8``) with no backpressure; it grows only while earlier beats still
 wait (a de-dup bank queue, a full output), never unboundedly: nothing waits for a later beat.
 
 Statistics
@@ -200,7 +205,7 @@ class MiniBatchFragmenter(wiring.Component):
     @property
     def min_latency(self):
         """Cycles from a sample's last input beat to its first output beat, no backpressure."""
-        return self.cam_latency + 7
+        return self.cam_latency + 8
 
     def elaborate(self, platform):
         cfg, geo = self.cfg, self.geo
@@ -391,9 +396,10 @@ class MiniBatchFragmenter(wiring.Component):
         all_idle = Signal()
         retire_idle = Signal()
         dedup_idle = Signal()                # the previous mini-batch has retired
+        rp_valid = Signal()                  # the retire pipeline register holds a beat
         m.d.comb += [
             dedup_idle.eq(Cat(*[bk.idle for bk in banks]).all() & (beatf.level == 0)
-                          & ~beatf.r_rdy),
+                          & ~beatf.r_rdy & ~rp_valid),
             all_idle.eq(dedup_idle & retire_idle),
         ]
         started = Signal()
@@ -435,6 +441,14 @@ class MiniBatchFragmenter(wiring.Component):
         ]
 
         # ================================================================ 4. retire ====
+        # Two stages, so that the de-dup banks' queue pointers (res_q pop, resolver) and the
+        # staging count / output handshakes are not one chain of logic:
+        # 4a. **take**: the beat at the head of the beat FIFO leaves it, with its de-dup
+        #     results, into the pipeline register ``rp_*`` once every repeated row's index is
+        #     known (resolved in its bank, or forwarded: from an earlier lane of the beat, from
+        #     the beat in ``rp_*``, or from the beat retired before it, ``h_*``);
+        # 4b. **assign**: the beat in ``rp_*`` gets its staging indices and retires into the
+        #     sample buffer, the gather FIFO and the banks' write queues.
         out_layout = output_layout(cfg)
         m.submodules.outp = outp = SyncFIFOBuffered(width=out_layout.size, depth=4)
         m.submodules.outn = outn = SyncFIFOBuffered(width=out_layout.size, depth=4)
@@ -444,67 +458,152 @@ class MiniBatchFragmenter(wiring.Component):
             m.d.comb += [port.valid.eq(fifo.r_rdy), port.payload.eq(fifo.r_data),
                          fifo.r_en.eq(port.ready)]
 
-        rb = data.View(beat_layout, beatf.r_data)
-        r_np = verdf.r_data[0]
-        rkind = [rb.kind[i] for i in range(L)]
-        rmiss = [rkind[i] == K_MISS for i in range(L)]
+        res_l = geo.result_layout()
+        ordb = geo.ord_bits
+
+        # ---- 4a. take ----------------------------------------------------------------
+        ab = data.View(beat_layout, beatf.r_data)
+        amiss = [ab.kind[i] == K_MISS for i in range(L)]
+
+        def abank(i):
+            return ab.bank[i] if bb else Const(0, 1)
+
+        # rank of each lane among the beat's misses to its bank
+        arank = [_popcount(amiss[j] & (abank(j) == abank(i)) for j in range(i)) for i in range(L)]
+        ares = []
+        for i in range(L):
+            rs = Signal(res_l, name=f"a_res{i}")
+            if B > 1:
+                per_bank = Array([Array([bk.res_q.peek[k].as_value() for k in range(L)])[arank[i]]
+                                  for bk in banks])
+                m.d.comb += rs.eq(per_bank[ab.bank[i]])
+            else:
+                m.d.comb += rs.eq(Array([banks[0].res_q.peek[k].as_value()
+                                         for k in range(L)])[arank[i]])
+            ares.append(rs)
+        avail_l = []
+        needs = []
+        for b, bk in enumerate(banks):
+            need = _popcount(amiss[i] & (abank(i) == b) for i in range(L))   # the beat's misses
+            needs.append(need)
+            avail_l.append(bk.res_q.level >= need)
+        avail = Cat(*avail_l).all()
+        anew = [Signal(name=f"a_new{i}") for i in range(L)]
+        for i in range(L):
+            m.d.comb += anew[i].eq(amiss[i] & (ares[i].kind == KIND_NEW))
+
+        # the pipeline register between take and assign
+        rp_beat = Signal(beat_layout)        # the beat, as it was in the beat FIFO
+        rp_res = [Signal(res_l, name=f"rp_res{i}") for i in range(L)]    # lane's de-dup result
+        rp_new = Signal(L)                   # lane is a new row (a miss, KIND_NEW)
+        rp_pre = [Signal(range(L), name=f"rp_pre{i}") for i in range(L)]  # new rows before it
+        rp_rn = [Signal(range(L), name=f"rp_rn{i}") for i in range(L)]   # ... in its bank
+        rp_nn = [Signal(range(L + 1), name=f"rp_nn{b}") for b in range(B)]  # new rows per bank
+        # the new rows of the beat retired last in this mini-batch (forwarded to take)
+        h_new = Signal(L)
+        h_bank = [Signal(max(1, bb), name=f"h_bank{j}") for j in range(L)]
+        h_ord = [Signal(ordb, name=f"h_ord{j}") for j in range(L)]
+        h_val = [Signal(geo.value_bits, name=f"h_val{j}") for j in range(L)]
+
+        rb = rp_beat
+        retire = Signal()                    # 4b retires the beat in rp_*
+        newval = [Signal(geo.value_bits, name=f"r_newval{i}") for i in range(L)]
 
         def rbank(i):
             return rb.bank[i] if bb else Const(0, 1)
 
-        rrank = []
-        for i in range(L):
-            r = Signal(range(L), name=f"r_rank{i}")
-            m.d.comb += r.eq(_popcount(rmiss[j] & (rbank(j) == rbank(i)) for j in range(i)))
-            rrank.append(r)
-        res_l = geo.result_layout()
-        res = []
-        for i in range(L):
-            rs = Signal(res_l, name=f"r_res{i}")
-            if B > 1:
-                per_bank = Array([Array([bk.res_q.peek[k].as_value() for k in range(L)])[rrank[i]]
-                                  for bk in banks])
-                m.d.comb += rs.eq(per_bank[rb.bank[i]])
-            else:
-                m.d.comb += rs.eq(Array([banks[0].res_q.peek[k].as_value()
-                                         for k in range(L)])[rrank[i]])
-            res.append(rs)
-        avail_l = []
-        needs = []
-        for b, bk in enumerate(banks):
-            need = Signal(range(L + 1), name=f"r_need{b}")
-            m.d.comb += need.eq(_popcount(rmiss[i] & (rbank(i) == b) for i in range(L)))
-            needs.append(need)
-            avail_l.append(bk.res_q.level >= need)
-        avail = Cat(*avail_l).all()
+        def hbank(j):
+            return h_bank[j] if bb else Const(0, 1)
 
+        # Whether each bank's first results may leave now: computed on the banks' res_q
+        # heads (flip-flops), then selected per lane, so that `take` does not wait for the
+        # lane muxes. A bank's results 0 .. need - 1 are the beat's lanes in that bank, in
+        # lane order, so an earlier result of the bank is an earlier lane of the beat.
+        ok_bank = []
+        for b, bk in enumerate(banks):
+            row = []
+            for k in range(L):
+                e = bk.res_q.peek[k]
+                ok = (e.kind != KIND_DUP) | e.resolved
+                for k2 in range(k):
+                    e2 = bk.res_q.peek[k2]
+                    ok = ok | ((e2.kind == KIND_NEW) & (e2.ord == e.ord))
+                for j in range(L):
+                    ok = ok | (rp_valid & rp_new[j] & (rbank(j) == b) & (rp_res[j].ord == e.ord))
+                    ok = ok | (h_new[j] & (hbank(j) == b) & (h_ord[j] == e.ord))
+                okb = Signal(name=f"a_ok_b{b}_{k}")
+                m.d.comb += okb.eq(ok)
+                row.append(okb)
+            ok_bank.append(Array(row))
+        ok_bank = Array(ok_bank)
+        a_ok_l = []
+        a_fres = []
+        for i in range(L):
+            sel = ok_bank[ab.bank[i]][arank[i]] if B > 1 else ok_bank[0][arank[i]]
+            a_ok_l.append(~amiss[i] | sel)
+            # the lane's result as it enters rp_*: a repeat of a row staged by the beat in
+            # rp_* or by the beat retired before it takes that index now
+            adup = amiss[i] & (ares[i].kind == KIND_DUP)
+            f_p = [rp_valid & rp_new[j] & (rbank(j) == abank(i)) & (rp_res[j].ord == ares[i].ord)
+                   for j in range(L)]
+            f_h = [h_new[j] & (hbank(j) == abank(i)) & (h_ord[j] == ares[i].ord)
+                   for j in range(L)]
+            fres = Signal(res_l, name=f"a_fres{i}")
+            m.d.comb += fres.eq(ares[i])
+            with m.If(adup & ~ares[i].resolved):
+                for j in range(L):
+                    with m.If(f_p[j]):
+                        m.d.comb += [fres.resolved.eq(1), fres.value.eq(newval[j])]
+                    with m.If(f_h[j]):
+                        m.d.comb += [fres.resolved.eq(1), fres.value.eq(h_val[j])]
+            a_fres.append(fres)
+        take = Signal()
+        m.d.comb += take.eq(beatf.r_rdy & avail & Cat(*a_ok_l).all() & (~rp_valid | retire))
+        m.d.comb += beatf.r_en.eq(take)
+        with m.If(take):
+            m.d.sync += [rp_valid.eq(1), rp_beat.eq(beatf.r_data), rp_new.eq(Cat(*anew))]
+            for i in range(L):
+                m.d.sync += [
+                    rp_res[i].eq(a_fres[i]),
+                    rp_pre[i].eq(_popcount(anew[j] for j in range(i))),
+                    rp_rn[i].eq(_popcount(anew[j] & (abank(j) == abank(i)) for j in range(i))),
+                ]
+            for b in range(B):
+                m.d.sync += rp_nn[b].eq(_popcount(anew[i] & (abank(i) == b) for i in range(L)))
+        with m.Elif(retire):
+            m.d.sync += rp_valid.eq(0)
+
+        # ---- 4b. assign ----------------------------------------------------------------
+        rkind = [rb.kind[i] for i in range(L)]
+        rmiss = [rkind[i] == K_MISS for i in range(L)]
+        res = rp_res
         scount_st = Signal(ib + 1)           # staging indices given in this mini-batch
-        new = [Signal(name=f"r_new{i}") for i in range(L)]
+        # room[k]: the mini-batch's staging bank has room for k + 1 more rows
+        room = [Signal(name=f"r_room{k}") for k in range(L)]
+        for k in range(L):
+            m.d.comb += room[k].eq(scount_st < cfg.staging_rows - k
+                                   if cfg.staging_rows > k else 0)
+        new = [rp_new[i] for i in range(L)]
         idx = [Signal(bits_for(cfg.staging_rows + L), name=f"r_idx{i}") for i in range(L)]
         staged = [Signal(name=f"r_staged{i}") for i in range(L)]
-        newval = [Signal(geo.value_bits, name=f"r_newval{i}") for i in range(L)]
         refused_flag = 1 << ib
         for i in range(L):
             m.d.comb += [
-                new[i].eq(rmiss[i] & (res[i].kind == KIND_NEW)),
-                idx[i].eq(scount_st + _popcount(new[j] for j in range(i))),
-                staged[i].eq(new[i] & (idx[i] < cfg.staging_rows)),
+                idx[i].eq(scount_st + rp_pre[i]),
+                staged[i].eq(new[i] & Array(room)[rp_pre[i]]),
                 newval[i].eq(Mux(staged[i], idx[i], refused_flag)),
             ]
-        dup_ok_l = []
         tag = [Signal(2, name=f"r_tag{i}") for i in range(L)]
         val = [Signal(vb, name=f"r_val{i}") for i in range(L)]
         sfull = [Signal(name=f"r_sfull{i}") for i in range(L)]
         dfull = [Signal(name=f"r_dfull{i}") for i in range(L)]
         for i in range(L):
             dup = rmiss[i] & (res[i].kind == KIND_DUP)
-            fwd = Const(0, 1)
+            # a repeated row not resolved at take has its first occurrence in this beat
             fwd_val = Const(0, geo.value_bits)
             for j in range(i):
                 mt = new[j] & (rbank(j) == rbank(i)) & (res[j].ord == res[i].ord)
-                fwd = fwd | mt
                 fwd_val = fwd_val | Mux(mt, newval[j], 0)
-            dup_ok_l.append(~dup | res[i].resolved | fwd)
             dval = Signal(geo.value_bits, name=f"r_dval{i}")
             m.d.comb += dval.eq(Mux(res[i].resolved, res[i].value, fwd_val))
             dref = dval[ib]
@@ -524,38 +623,33 @@ class MiniBatchFragmenter(wiring.Component):
                 sfull[i].eq((new[i] & ~staged[i]) | (dup & dref)),
                 dfull[i].eq(rmiss[i] & (res[i].kind == KIND_FULL)),
             ]
-        dup_ok = Cat(*dup_ok_l).all()
 
         # write queues: the index of every new row, per bank, in lane order
-        rn = []                              # rank of a new row among the beat's new rows
-        for i in range(L):                   # of the same bank
-            r = Signal(range(L), name=f"r_rn{i}")
-            m.d.comb += r.eq(_popcount(new[j] & (rbank(j) == rbank(i)) for j in range(i)))
-            rn.append(r)
         wq_ok_l = []
-        wq_n = []
         for b, bk in enumerate(banks):
-            nn = Signal(range(L + 1), name=f"r_nnew{b}")
-            m.d.comb += nn.eq(_popcount(new[i] & (rbank(i) == b) for i in range(L)))
-            wq_n.append(nn)
-            wq_ok_l.append(bk.wq.space >= nn)
+            wq_ok_l.append(bk.wq.space >= rp_nn[b])
             for i in range(L):
-                m.d.comb += [bk.wq.wr_off[i].eq(rn[i]), bk.wq.wr_data[i].eq(newval[i])]
+                m.d.comb += [bk.wq.wr_off[i].eq(rp_rn[i]), bk.wq.wr_data[i].eq(newval[i])]
         wq_ok = Cat(*wq_ok_l).all()
 
         g_keep = Cat(*staged)
+        g_any = rp_new.any() & room[0]       # == (g_keep != 0): the first new row is staged
         sb_layout = data.StructLayout({"beat": out_layout, "has_sample": 1, "last": 1})
         m.submodules.sbuf = sbuf = SyncFIFOBuffered(width=sb_layout.size, depth=sbuf_depth)
-        retire = Signal()
         pend_valid = Signal()                # a retired mini-batch's figures await do_term
-        m.d.comb += retire.eq(beatf.r_rdy & avail & dup_ok & wq_ok & sbuf.w_rdy
-                              & ((g_keep == 0) | gathf.w_rdy) & ~(rb.last & pend_valid))
-        m.d.comb += beatf.r_en.eq(retire)
+        m.d.comb += retire.eq(rp_valid & wq_ok & sbuf.w_rdy & (~g_any | gathf.w_rdy)
+                              & ~(rb.last & pend_valid))
         for b, bk in enumerate(banks):
-            m.d.comb += [bk.res_q.pop_n.eq(Mux(retire, needs[b], 0)),
-                         bk.wq.push_n.eq(Mux(retire, wq_n[b], 0))]
+            m.d.comb += [bk.res_q.pop_n.eq(Mux(take, needs[b], 0)),
+                         bk.wq.push_n.eq(Mux(retire, rp_nn[b], 0))]
             for i in range(L):
                 m.d.comb += bk.wq.wr_en[i].eq(retire & new[i] & (rbank(i) == b))
+        with m.If(retire):
+            m.d.sync += h_new.eq(Mux(rb.last, 0, rp_new))
+            for j in range(L):
+                m.d.sync += [h_ord[j].eq(res[j].ord), h_val[j].eq(newval[j])]
+                if bb:
+                    m.d.sync += h_bank[j].eq(rb.bank[j])
 
         sbank = Signal(bank_bits(cfg))       # staging bank of this mini-batch
         sw = Signal(sb_layout)
@@ -618,7 +712,7 @@ class MiniBatchFragmenter(wiring.Component):
             "nonpopular_samples": Const(0, 1),
             "staged_rows": _popcount(staged),
             "overflows": _popcount(tag[i] == TAG_OVERFLOW for i in range(L)),
-            "bad_keys": rb.bad_n,
+            "bad_keys": Mux(retire, rb.bad_n, 0),   # (a cell: the addition reads a temporary)
             "long_samples": rb.long_end,
             "staging_full": _popcount(sfull),
             "dedup_full": _popcount(dfull),

@@ -5,7 +5,7 @@ The fragmenter moves up to ``lanes`` misses per cycle into the de-dup banks and 
 are registers (a few entries each).
 """
 
-from amaranth.hdl import Array, Elaboratable, Module, Shape, Signal
+from amaranth.hdl import Array, Const, Elaboratable, Module, Shape, Signal
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
@@ -37,6 +37,15 @@ class MultiQueue(Elaboratable):
         The entry ``off`` places behind the head, for any ``off`` (a mux over the entries).
 
     A pushed entry is visible (``level``, ``peek``) from the next cycle.
+
+    Timing
+    ------
+    The queue shifts: register ``entries[j]`` holds the entry ``j`` places behind the head,
+    so ``peek`` is straight from flip-flops and ``at(off)`` is one mux indexed by ``off``
+    (no head pointer to add). Each entry's next value is chosen among ``npop + 1``
+    candidates (one per possible ``pop_n``) that do not depend on ``pop_n``, so ``pop_n``,
+    typically the latest signal of the caller's handshake, only drives the last mux. ``level``
+    and ``space`` are registers, updated the same way.
     """
 
     def __init__(self, layout, depth, npush, npop, *, update=False, name="q"):
@@ -54,41 +63,57 @@ class MultiQueue(Elaboratable):
         self.pop_n = Signal(range(npop + 1), name=f"{name}_pop_n")
         self.peek = Signal(data.ArrayLayout(layout, npop), name=f"{name}_peek")
         self.level = Signal(range(depth + 1), name=f"{name}_level")
-        self.space = Signal(range(depth + 1), name=f"{name}_space")
+        self.space = Signal(range(depth + 1), name=f"{name}_space", init=depth)
         self.upd_en = Signal(name=f"{name}_upd_en")
         self.upd_off = Signal(bits, name=f"{name}_upd_off")
         self.upd_data = Signal(layout, name=f"{name}_upd_data")
-        self.head = Signal(bits, name=f"{name}_head")
         self._width = layout.size if isinstance(layout, data.Layout) else Shape.cast(layout).width
         self.entries = [Signal(self._width, name=f"{name}_e{i}") for i in range(depth)]
         self._array = Array(self.entries)
 
     def at(self, off):
-        v = self._array[(self.head + off)[:self._bits]]
+        v = self._array[off[:self._bits]] if len(off) > self._bits else self._array[off]
         return data.View(self.layout, v) if isinstance(self.layout, data.Layout) else v
 
     def elaborate(self, platform):
         m = Module()
-        bits = self._bits
-        tail = Signal(bits, name=f"{self.name}_tail")
-        m.d.comb += [
-            tail.eq(self.head + self.level),
-            self.space.eq(self.depth - self.level),
-        ]
-        for i in range(self.npop):
-            m.d.comb += self.peek[i].eq(self.at(i))
-        for j, e in enumerate(self.entries):
-            off = Signal(bits, name=f"{self.name}_off{j}")
-            m.d.comb += off.eq(j - tail)
+        depth, npop, w = self.depth, self.npop, self._width
+        for i in range(npop):
+            m.d.comb += self.peek[i].eq(self.entries[i])
+        # wpos[s]: a writer lands on place s behind the (old) head; wsel[s]: its data
+        wpos, wsel = [], []
+        for s in range(depth):
+            off = Signal(self._bits + 1, name=f"{self.name}_woff{s}")
+            m.d.comb += off.eq(s - self.level)
+            hit = Signal(name=f"{self.name}_wpos{s}")
+            dat = Signal(w, name=f"{self.name}_wdat{s}")
             for k in range(self.npush):
-                with m.If(self.wr_en[k] & (off == self.wr_off[k])):
-                    m.d.sync += e.eq(self.wr_data[k])
-            if self.update:
-                with m.If(self.upd_en & ((self.head + self.upd_off)[:bits] == j)):
-                    m.d.sync += e.eq(self.upd_data)
-        m.d.sync += [
-            self.head.eq(self.head + self.pop_n),
-            self.level.eq(self.level + self.push_n - self.pop_n),
-        ]
+                mk = self.wr_en[k] & (off == self.wr_off[k])
+                with m.If(mk):
+                    m.d.comb += [hit.eq(1), dat.eq(self.wr_data[k])]
+            wpos.append(hit)
+            wsel.append(dat)
+        for j, e in enumerate(self.entries):
+            cands = []
+            for p in range(npop + 1):          # the value of entry j if pop_n == p
+                s = j + p
+                if s >= depth:                 # nothing can land there (push_n <= space)
+                    cands.append(e)
+                    continue
+                c = Signal(w, name=f"{self.name}_n{j}_{p}")
+                m.d.comb += c.eq(self.entries[s])
+                if self.update:
+                    with m.If(self.upd_en & (self.upd_off == s)):
+                        m.d.comb += c.eq(self.upd_data)
+                with m.If(wpos[s]):
+                    m.d.comb += c.eq(wsel[s])
+                cands.append(c)
+            if npop == 0:
+                m.d.sync += e.eq(cands[0])
+            else:
+                m.d.sync += e.eq(Array(cands)[self.pop_n])
+        bl = len(self.level)
+        lv = [(self.level + self.push_n - Const(p, bl))[:bl] for p in range(npop + 1)]
+        sp = [(self.space + Const(p, bl) - self.push_n)[:bl] for p in range(npop + 1)]
+        m.d.sync += [self.level.eq(Array(lv)[self.pop_n]), self.space.eq(Array(sp)[self.pop_n])]
         return m
-

@@ -12,8 +12,10 @@ from golden.cam import Cam
 from golden.framing import frame_lookup_beats, fragment_stream
 from golden.records import BatchCounters
 from hotline_hw.config import preset
+from hotline_hw.gateware.dedup import dedup_banks
 from hotline_hw.gateware.fragmenter import STAT_NAMES, FragmenterUnit
 from hotline_hw.gateware.models import stream_sink
+from hotline_hw.hashing import SEED_DEDUP, h3_np
 
 
 def make_cfg(lanes, kind="full", staging_rows=8, **kw):
@@ -195,6 +197,26 @@ def test_repeats_within_a_beat_and_across_beats():
     beats = frame_lookup_beats(samples, cfg.lanes)
     exp, _ = check(cfg, Cam(cfg), [], beats, seed=3, idle=0.0, stall=0.0)
     assert exp.counters.staged_rows == len(set(k for s in samples for k in s))
+
+
+@pytest.mark.parametrize("gap", [0, 2, 5])
+def test_repeat_taken_by_forwarding_while_its_bank_reads_the_index(gap):
+    """A repeat of the row staged by the beat retired just before it is taken with the
+    forwarded index while its bank's resolver starts reading the same index from the index
+    RAM (after an input gap, the index has drained there); the read must not land on the
+    bank's next result, a repeat of another row."""
+    cfg = make_cfg(1, staging_rows=16, dedup_sets=8, dedup_ways=4)
+    keys = [(t << cfg.row_bits) | r for t in range(3) for r in range(1, 200)]
+    sets = h3_np(np.array(keys, dtype=np.uint64), SEED_DEDUP, cfg.key_bits, cfg.dedup_set_bits)
+    bank0 = [k for k, s in zip(keys, sets) if int(s) % dedup_banks(cfg) == 0]
+    x, others = bank0[0], bank0[1:3]
+
+    def beat(k, keep=1):
+        return {"keys": [k], "keep": keep, "user": keep, "last": 0}
+    beats = ([beat(k) for k in others] + [beat(x)] + [beat(0, keep=0)] * gap + [beat(x)]
+             + [beat(k) for k in others] + [{"keys": [0], "keep": 0, "user": 0, "last": 1}])
+    exp, _ = check(cfg, Cam(cfg), [], beats, seed=1, idle=0.0, stall=0.0)
+    assert exp.counters.staged_rows == 3
 
 
 STOPPED = [[1, 2, 3], [1030, 7], [5, 6, 2100, 9]]     # keys of tables 0..2 and a bad one
