@@ -116,7 +116,8 @@ class AccessCounterArray(wiring.Component):
         Sampled mini-batches since ``start`` (counted when their ``last`` beat is accepted).
     learned : Out(32)
         Lookups applied since ``start`` (bad keys and lookups of unsampled mini-batches
-        excluded; the golden ``BatchCounters.learned_lookups``), counted when accepted.
+        excluded; the golden ``BatchCounters.learned_lookups``), counted in the cycle after
+        they are accepted.
     minibatches : Out(32)
         Mini-batches since ``start`` (beats with ``last`` accepted).
     read_req : In(stream.Signature(max(1, counter_set_bits)))
@@ -331,6 +332,8 @@ class AccessCounterArray(wiring.Component):
         sweep_kind = Signal(2)
         sweep_row = Signal(range(rows))
         phase = Signal(16)                 # n % learn_period of the current mini-batch
+        phase_zero = Signal(init=1)        # phase == 0, kept in a register with phase
+        learned_add = Signal(range(lanes + 1))  # lookups applied by the beat accepted last cycle
         outstanding = Signal(range(READ_QUEUE_DEPTH + 1))
         age_count = Signal(range(max(1, cfg.aging_period)))  # sampled mini-batches mod aging_period
 
@@ -522,7 +525,7 @@ class AccessCounterArray(wiring.Component):
                 good.append(p.keys[i][cfg.row_bits:key_bits] < cfg.num_tables)
             else:
                 good.append(Const(1, 1))
-        sampled_now = phase == 0
+        sampled_now = phase_zero
         new_mask = Signal(lanes)
         m.d.comb += new_mask.eq(Cat(*[p.keep[i] & good[i] for i in range(lanes)])
                                 & Mux(sampled_now, (1 << lanes) - 1, 0))
@@ -552,12 +555,18 @@ class AccessCounterArray(wiring.Component):
         period = Mux(self.learn_period == 0, 1, self.learn_period)
         phase_next = phase + 1
 
+        # learned is updated one cycle after the accept, from a register (learned_add),
+        # so that the popcount of the beat and the 32-bit adder are in different cycles.
+        m.d.sync += [
+            learned_add.eq(Mux(accept, new_count, 0)),
+            self.learned.eq(self.learned + learned_add),
+        ]
         with m.If(accept):
-            m.d.sync += self.learned.eq(self.learned + new_count)
             with m.If(p.last):
                 m.d.sync += [
                     self.minibatches.eq(self.minibatches + 1),
                     phase.eq(Mux(phase_next >= period, 0, phase_next)),
+                    phase_zero.eq(phase_next >= period),
                 ]
                 with m.If(sampled_now):
                     m.d.sync += self.sampled.eq(self.sampled + 1)
@@ -580,8 +589,10 @@ class AccessCounterArray(wiring.Component):
                 sweep_kind.eq(_OP_CLEAR),
                 sweep_row.eq(0),
                 phase.eq(0),
+                phase_zero.eq(1),
                 self.sampled.eq(0),
                 self.learned.eq(0),
+                learned_add.eq(0),
                 self.minibatches.eq(0),
             ]
             if cfg.aging_period:
