@@ -81,6 +81,9 @@ class InstallEngine(wiring.Component):
         Writes to the CAM's ``write`` port.
     placed : Out(stream.Signature(key, slot))
         One record per installed row, in install order, for the DMA's placement copy.
+        ``valid`` and ``payload`` are register outputs (a 2-entry buffer), and ``ready``
+        only advances that buffer: nothing else in the engine depends on it. ``done`` rises
+        only after the buffer has drained, so every record has been taken when it does.
     installed, skipped, candidates : Out(32)
         Rows installed, candidates skipped because their ``hash`` CAM set was full, and
         candidates found (``count >= threshold``) by the last install.
