@@ -259,8 +259,12 @@ class AccessCounterArray(wiring.Component):
         cfg = self._cfg
         ways, cbits = cfg.counter_ways, cfg.counter_bits
 
-        hit = Signal(ways, name=f"s2_hit_b{b}")
-        m.d.comb += hit.eq(Cat(*[old[w].valid & (old[w].key == key) for w in range(ways)]))
+        hits = []
+        for w in range(ways):
+            h = Signal(name=f"s2_hit_b{b}_w{w}")
+            m.d.comb += h.eq(old[w].valid & (old[w].key == key))
+            hits.append(h)
+        hit = Cat(*hits)
         vals = []
         for w in range(ways):
             v = Signal(cbits + 1, name=f"s2_val_b{b}_w{w}")   # (valid, count); 0 if invalid
@@ -277,7 +281,12 @@ class AccessCounterArray(wiring.Component):
         for w in range(ways):
             conds = [lt[(w, c)] for c in range(w)] + [~lt[(a, w)] for a in range(w + 1, ways)]
             m.d.comb += victim[w].eq(Cat(*conds).all() if conds else 1)
-        m.d.comb += sel.eq(Mux(hit.any(), hit, victim))
+        any_hit = Signal(name=f"s2_any_hit_b{b}")
+        m.d.comb += any_hit.eq(hit.any())
+        with m.If(any_hit):
+            m.d.comb += sel.eq(hit)
+        with m.Else():
+            m.d.comb += sel.eq(victim)
 
     def _apply(self, m, kind, key, sel, old, inc, new):
         """S3: drive ``new`` (comb) with the set ``old`` after operation ``kind``. For a
@@ -333,7 +342,8 @@ class AccessCounterArray(wiring.Component):
         sweep_row = Signal(range(rows))
         phase = Signal(16)                 # n % learn_period of the current mini-batch
         phase_zero = Signal(init=1)        # phase == 0, kept in a register with phase
-        learned_add = Signal(range(lanes + 1))  # lookups applied by the beat accepted last cycle
+        learned_add = Signal(32)           # lookups applied by the beat accepted last cycle
+                                           # (32 bits wide for lint; the upper bits are 0)
         outstanding = Signal(range(READ_QUEUE_DEPTH + 1))
         age_count = Signal(range(max(1, cfg.aging_period)))  # sampled mini-batches mod aging_period
 
