@@ -116,7 +116,8 @@ class AccessCounterArray(wiring.Component):
         Sampled mini-batches since ``start`` (counted when their ``last`` beat is accepted).
     learned : Out(32)
         Lookups applied since ``start`` (bad keys and lookups of unsampled mini-batches
-        excluded; the golden ``BatchCounters.learned_lookups``), counted when accepted.
+        excluded; the golden ``BatchCounters.learned_lookups``), counted in the cycle after
+        they are accepted.
     minibatches : Out(32)
         Mini-batches since ``start`` (beats with ``last`` accepted).
     read_req : In(stream.Signature(max(1, counter_set_bits)))
@@ -129,7 +130,7 @@ class AccessCounterArray(wiring.Component):
     Pipeline
     --------
     Each bank has one simple dual-port memory (one synchronous, non-transparent read port and
-    one write port) and a three-stage pipeline that never stalls:
+    one write port) and a four-stage pipeline that never stalls:
 
     * **S0 dispatch**: the *window* holds up to ``window`` accepted beats with their set
       indices (the H3 hash is computed on the input and registered with the beat) and the
@@ -139,18 +140,26 @@ class AccessCounterArray(wiring.Component):
     * **S1 read**: the memory word arrives. If the write of the previous cycle (register
       ``lw``) went to the same row, its data replace the memory word (the read and that write
       happened at the same clock edge, when a non-transparent read returns the old word, and
-      FPGA block RAM an undefined one). S1 also compares its row with S2's row and registers
-      the result. The chosen word is registered (a fabric register after the block RAM).
-    * **S2 update**: the operand is the data S2 wrote in the previous cycle (``lw``) if S1
-      found the same row there, else the registered word. The new set (hit, fill or
-      replacement, see above) is computed and written at the end of the cycle, and kept in
-      ``lw`` for forwarding.
+      FPGA block RAM an undefined one). If S3 writes the same row in this cycle, its data
+      (``s3_new``) replace the word again on the way into S2's register ``s2_base``. S1 also
+      compares its row with S2's row and registers the result (``s2_fwd``).
+    * **S2 decide**: the operand is the data S3 writes in this cycle (``s3_new``) if S1 found
+      the same row in S2 (``s2_fwd``), else ``s2_base``. S2 decides which ways a lookup
+      writes (``s3_sel``: the hitting way, else the victim, found by comparing all pairs of
+      ways in parallel), computes every way's saturating increment (``s3_inc``) and registers
+      them with the operand (``s3_old``). A read takes its response here.
+    * **S3 write**: the new set (``s3_new``: the selected ways of ``s3_old`` become
+      ``(1, key, s3_inc or 1)``, or every count halved, or all zero) is only multiplexers of
+      S3's registers. It is written at the end of the cycle and kept in ``lw``.
 
-    So a lookup to the same set one cycle later takes S2's result through ``lw`` in S2, one
-    two cycles later takes it through ``lw`` in S1, and one three or more cycles later reads
-    it from memory: back-to-back lookups of one set never stall and always see every earlier
-    update. Sweeps and reads go down the same pipeline in order, so they are forwarded the same
-    way. The only loop is S2's: ``lw`` -> operand mux -> tag compare / minimum -> ``lw``.
+    So a lookup to the same set one cycle later takes S3's result in S2, one two cycles later
+    takes it in S1 (into ``s2_base``), one three cycles later takes it through ``lw`` in S1,
+    and one four or more cycles later reads it from memory: back-to-back lookups of one set
+    never stall and always see every earlier update. Sweeps and reads go down the same
+    pipeline in order, so they are forwarded the same way. The only loop is S3 -> S2 -> S3:
+    ``s3_*`` registers -> ``s3_new`` multiplexers -> operand mux -> tag compare / pairwise
+    count compare -> ``s3_sel``; no adder lies on it (the increment is precomputed by S2
+    for S3, and S3's output needs none).
 
     Banking and stalls
     ------------------
@@ -169,8 +178,8 @@ class AccessCounterArray(wiring.Component):
     -------
     * Lookup: accepted at cycle ``t``; dispatched at ``t + 1 + j`` where ``j`` is the number
       of cycles its bank spends on earlier lookups of the window (0 without a conflict);
-      written to the array at the end of cycle ``t + 3 + j``. With the last lookup
-      dispatched at ``t + 1``, ``idle`` rises at ``t + 4``.
+      written to the array at the end of cycle ``t + 4 + j``. With the last lookup
+      dispatched at ``t + 1``, ``idle`` rises at ``t + 5``.
     * Read: ``read_req`` accepted at cycle ``t`` gives ``read_resp.valid`` at ``t + 3`` at
       the earliest; up to :data:`READ_QUEUE_DEPTH` reads are outstanding, so an always-ready
       consumer gets one set per cycle. A read is accepted in a cycle when S0 is free: the
@@ -187,7 +196,7 @@ class AccessCounterArray(wiring.Component):
     * Clear: ``start`` at cycle ``t``; rows issued at ``t + 1 .. t + R``; ``busy`` is high
       for those ``R`` cycles; ``lookups.ready`` rises again at ``t + R`` (new lookups follow
       the last clear row down the pipeline). The array is completely clear at the end of
-      cycle ``t + R + 2``.
+      cycle ``t + R + 3``.
     * Aging: when the ``last`` beat of an aging mini-batch is accepted, the input stalls
       while the window drains, then during the ``R`` sweep cycles (``lookups.ready`` rises in
       the cycle of the last row). When the window drains in one cycle (no bank conflict),
@@ -233,57 +242,69 @@ class AccessCounterArray(wiring.Component):
         """Memory words per bank (``counter_sets // counter_banks``)."""
         return self._cfg.counter_sets // self._cfg.counter_banks
 
-    # --- the update of one set ----------------------------------------------------------
-    def _update(self, m, kind, key, old, new):
-        """Drive ``new`` (comb) with the set ``old`` after operation ``kind`` with ``key``."""
+    # --- the update of one set, in two halves ---------------------------------------
+    def _sat_inc(self, c):
+        cmax = self._cfg.counter_max
+        return Mux(c == cmax, c, c + 1)
+
+    def _decide(self, m, key, old, sel, b):
+        """S2: drive ``sel`` (comb, one bit per way) with the ways a lookup of ``key`` writes
+        in the set ``old``: the hitting way(s) on a hit, else the victim (the smallest
+        ``(valid, count)``, invalid ways first, the lowest way on ties).
+
+        The victim is found by comparing every pair of ways in parallel (one comparator
+        deep, instead of a tree of compare-and-select levels): way ``w`` is the victim iff
+        it is strictly smaller than every lower way and no larger than every higher way.
+        """
         cfg = self._cfg
-        ways, cbits, cmax = cfg.counter_ways, cfg.counter_bits, cfg.counter_max
-        way_bits = max(1, ceil_log2(ways))
+        ways, cbits = cfg.counter_ways, cfg.counter_bits
 
-        def sat_inc(c):
-            return Mux(c == cmax, c, c + 1)
-
-        # Intermediate results are named signals, so that each is built once.
-        hit = Signal(ways)
-        any_hit = Signal()
-        m.d.comb += [
-            hit.eq(Cat(*[old[w].valid & (old[w].key == key) for w in range(ways)])),
-            any_hit.eq(hit.any()),
-        ]
-        # Victim: the smallest (valid, count), invalid ways first, the lowest way on ties.
-        # A tree whose left operand always covers the lower ways, and which takes the right
-        # one only when it is strictly smaller.
-        items = []
+        hits = []
         for w in range(ways):
-            v = Signal(cbits + 1)
+            h = Signal(name=f"s2_hit_b{b}_w{w}")
+            m.d.comb += h.eq(old[w].valid & (old[w].key == key))
+            hits.append(h)
+        hit = Cat(*hits)
+        vals = []
+        for w in range(ways):
+            v = Signal(cbits + 1, name=f"s2_val_b{b}_w{w}")   # (valid, count); 0 if invalid
             m.d.comb += v.eq(Mux(old[w].valid, Cat(old[w].count, Const(1, 1)), 0))
-            items.append((v, Const(w, way_bits)))
-        while len(items) > 1:
-            nxt = []
-            for j in range(0, len(items) - 1, 2):
-                (va, ia), (vb, ib) = items[j], items[j + 1]
-                take_b = vb < va
-                v, i = Signal(cbits + 1), Signal(way_bits)
-                m.d.comb += [v.eq(Mux(take_b, vb, va)), i.eq(Mux(take_b, ib, ia))]
-                nxt.append((v, i))
-            if len(items) % 2:
-                nxt.append(items[-1])
-            items = nxt
-        vmin, victim = items[0]
-        victim_count = Signal(cbits)
-        m.d.comb += victim_count.eq(Mux(vmin[cbits], sat_inc(vmin[:cbits]), 1))
+            vals.append(v)
+        # lt[(a, c)] for a > c: way a is strictly smaller than the lower way c
+        lt = {}
+        for a in range(ways):
+            for c in range(a):
+                x = Signal(name=f"s2_lt_b{b}_{a}_{c}")
+                m.d.comb += x.eq(vals[a] < vals[c])
+                lt[(a, c)] = x
+        victim = Signal(ways, name=f"s2_victim_b{b}")
+        for w in range(ways):
+            conds = [lt[(w, c)] for c in range(w)] + [~lt[(a, w)] for a in range(w + 1, ways)]
+            m.d.comb += victim[w].eq(Cat(*conds).all() if conds else 1)
+        any_hit = Signal(name=f"s2_any_hit_b{b}")
+        m.d.comb += any_hit.eq(hit.any())
+        with m.If(any_hit):
+            m.d.comb += sel.eq(hit)
+        with m.Else():
+            m.d.comb += sel.eq(victim)
 
+    def _apply(self, m, kind, key, sel, old, inc, new):
+        """S3: drive ``new`` (comb) with the set ``old`` after operation ``kind``. For a
+        lookup, every way of ``sel`` becomes ``(1, key, inc[w] if valid else 1)``: a hit
+        increments its count, a victim gets ``min(count + 1, counter_max)`` if it was valid
+        and 1 if not (the rules of the module docstring). ``inc`` holds every way's
+        saturating increment, computed one stage earlier, so this stage is only
+        multiplexers."""
+        ways = self._cfg.counter_ways
         m.d.comb += new.eq(old)
         with m.Switch(kind):
             with m.Case(_OP_LOOKUP):
                 for w in range(ways):
-                    with m.If(hit[w]):
-                        m.d.comb += new[w].count.eq(sat_inc(old[w].count))
-                    with m.Elif(~any_hit & (victim == w)):
+                    with m.If(sel[w]):
                         m.d.comb += [
                             new[w].valid.eq(1),
                             new[w].key.eq(key),
-                            new[w].count.eq(victim_count),
+                            new[w].count.eq(Mux(old[w].valid, inc[w], 1)),
                         ]
             with m.Case(_OP_AGE):
                 for w in range(ways):
@@ -320,6 +341,9 @@ class AccessCounterArray(wiring.Component):
         sweep_kind = Signal(2)
         sweep_row = Signal(range(rows))
         phase = Signal(16)                 # n % learn_period of the current mini-batch
+        phase_zero = Signal(init=1)        # phase == 0, kept in a register with phase
+        learned_add = Signal(32)           # lookups applied by the beat accepted last cycle
+                                           # (32 bits wide for lint; the upper bits are 0)
         outstanding = Signal(range(READ_QUEUE_DEPTH + 1))
         age_count = Signal(range(max(1, cfg.aging_period)))  # sampled mini-batches mod aging_period
 
@@ -394,7 +418,8 @@ class AccessCounterArray(wiring.Component):
             with m.Else():
                 m.d.comb += s0[b].eq(lookup_ops[b])
 
-        # --- S1, S2 per bank ----------------------------------------------------------
+        # --- S1, S2, S3 per bank -------------------------------------------------------
+        ways, cbits = cfg.counter_ways, cfg.counter_bits
         resp_en = Const(0, 1)
         resp_data = Const(0, layout.size)
         in_flight = Const(0, 1)
@@ -406,11 +431,16 @@ class AccessCounterArray(wiring.Component):
 
             s1 = Signal(op_layout, name=f"s1_b{b}")
             s2 = Signal(op_layout, name=f"s2_b{b}")
+            s3 = Signal(op_layout, name=f"s3_b{b}")
             s1_word = Signal(layout, name=f"s1_word_b{b}")
             s2_base = Signal(layout, name=f"s2_base_b{b}")
             s2_fwd = Signal(name=f"s2_fwd_b{b}")
             s2_old = Signal(layout, name=f"s2_old_b{b}")
-            s2_new = Signal(layout, name=f"s2_new_b{b}")
+            s2_sel = Signal(ways, name=f"s2_sel_b{b}")
+            s3_old = Signal(layout, name=f"s3_old_b{b}")
+            s3_inc = Signal(data.ArrayLayout(cbits, ways), name=f"s3_inc_b{b}")
+            s3_sel = Signal(ways, name=f"s3_sel_b{b}")
+            s3_new = Signal(layout, name=f"s3_new_b{b}")
             lw_valid = Signal(name=f"lw_valid_b{b}")
             lw_row = Signal(row_bits, name=f"lw_row_b{b}")
             lw_data = Signal(layout, name=f"lw_data_b{b}")
@@ -418,39 +448,53 @@ class AccessCounterArray(wiring.Component):
             m.d.comb += [rp.addr.eq(s0[b].row), rp.en.eq(s0[b].valid)]
             m.d.sync += s1.eq(s0[b])
 
-            # S1: the write at the edge of our read (lw) replaces the memory word.
+            s2_writes = s2.valid & (s2.kind != _OP_READ)
+            s3_writes = s3.valid & (s3.kind != _OP_READ)
+
+            # S1: the write at the edge of our read (lw) replaces the memory word; S3's write
+            # at the end of this cycle replaces it again on the way into S2's register.
             with m.If(lw_valid & (lw_row == s1.row)):
                 m.d.comb += s1_word.eq(lw_data)
             with m.Else():
                 m.d.comb += s1_word.eq(rp.data)
-            s2_writes = s2.valid & (s2.kind != _OP_READ)
             m.d.sync += [
                 s2.eq(s1),
-                s2_base.eq(s1_word),
+                s2_base.eq(Mux(s3_writes & (s3.row == s1.row), s3_new, s1_word)),
                 s2_fwd.eq(s2_writes & (s2.row == s1.row)),
             ]
 
-            # S2: the write of the previous cycle (now in lw) replaces the registered word.
+            # S2: the write S3 makes in this cycle (s3_new) replaces the registered word if
+            # S1 found the same row there. S2 decides which ways a lookup writes and
+            # precomputes every way's saturating increment.
             with m.If(s2_fwd):
-                m.d.comb += s2_old.eq(lw_data)
+                m.d.comb += s2_old.eq(s3_new)
             with m.Else():
                 m.d.comb += s2_old.eq(s2_base)
-            self._update(m, s2.kind, s2.key, s2_old, s2_new)
+            self._decide(m, s2.key, s2_old, s2_sel, b)
+            m.d.sync += [
+                s3.eq(s2),
+                s3_old.eq(s2_old),
+                s3_sel.eq(s2_sel),
+            ]
+            m.d.sync += [s3_inc[w].eq(self._sat_inc(s2_old[w].count)) for w in range(ways)]
+
+            # S3: apply the decision and write; keep the write in lw for S1's forwarding.
+            self._apply(m, s3.kind, s3.key, s3_sel, s3_old, s3_inc, s3_new)
             m.d.comb += [
-                wp.en.eq(s2_writes),
-                wp.addr.eq(s2.row),
-                wp.data.eq(s2_new),
+                wp.en.eq(s3_writes),
+                wp.addr.eq(s3.row),
+                wp.data.eq(s3_new),
             ]
             m.d.sync += [
-                lw_valid.eq(s2_writes),
-                lw_row.eq(s2.row),
-                lw_data.eq(s2_new),
+                lw_valid.eq(s3_writes),
+                lw_row.eq(s3.row),
+                lw_data.eq(s3_new),
             ]
 
             is_read = s2.valid & (s2.kind == _OP_READ)
             resp_en = resp_en | is_read
             resp_data = resp_data | Mux(is_read, s2_old.as_value(), 0)
-            in_flight = in_flight | s1.valid | s2.valid
+            in_flight = in_flight | s1.valid | s2.valid | s3.valid
 
         # --- read responses -------------------------------------------------------------
         m.submodules.resp_queue = queue = SyncFIFO(width=layout.size, depth=READ_QUEUE_DEPTH)
@@ -491,7 +535,7 @@ class AccessCounterArray(wiring.Component):
                 good.append(p.keys[i][cfg.row_bits:key_bits] < cfg.num_tables)
             else:
                 good.append(Const(1, 1))
-        sampled_now = phase == 0
+        sampled_now = phase_zero
         new_mask = Signal(lanes)
         m.d.comb += new_mask.eq(Cat(*[p.keep[i] & good[i] for i in range(lanes)])
                                 & Mux(sampled_now, (1 << lanes) - 1, 0))
@@ -521,12 +565,18 @@ class AccessCounterArray(wiring.Component):
         period = Mux(self.learn_period == 0, 1, self.learn_period)
         phase_next = phase + 1
 
+        # learned is updated one cycle after the accept, from a register (learned_add),
+        # so that the popcount of the beat and the 32-bit adder are in different cycles.
+        m.d.sync += [
+            learned_add.eq(Mux(accept, new_count, 0)),
+            self.learned.eq(self.learned + learned_add),
+        ]
         with m.If(accept):
-            m.d.sync += self.learned.eq(self.learned + new_count)
             with m.If(p.last):
                 m.d.sync += [
                     self.minibatches.eq(self.minibatches + 1),
                     phase.eq(Mux(phase_next >= period, 0, phase_next)),
+                    phase_zero.eq(phase_next >= period),
                 ]
                 with m.If(sampled_now):
                     m.d.sync += self.sampled.eq(self.sampled + 1)
@@ -549,8 +599,10 @@ class AccessCounterArray(wiring.Component):
                 sweep_kind.eq(_OP_CLEAR),
                 sweep_row.eq(0),
                 phase.eq(0),
+                phase_zero.eq(1),
                 self.sampled.eq(0),
                 self.learned.eq(0),
+                learned_add.eq(0),
                 self.minibatches.eq(0),
             ]
             if cfg.aging_period:

@@ -81,6 +81,9 @@ class InstallEngine(wiring.Component):
         Writes to the CAM's ``write`` port.
     placed : Out(stream.Signature(key, slot))
         One record per installed row, in install order, for the DMA's placement copy.
+        ``valid`` and ``payload`` are register outputs (a 2-entry buffer), and ``ready``
+        only advances that buffer: nothing else in the engine depends on it. ``done`` rises
+        only after the buffer has drained, so every record has been taken when it does.
     installed, skipped, candidates : Out(32)
         Rows installed, candidates skipped because their ``hash`` CAM set was full, and
         candidates found (``count >= threshold``) by the last install.
@@ -168,6 +171,33 @@ class InstallEngine(wiring.Component):
         is_cand = Signal()
         m.d.comb += is_cand.eq(entry.valid & (entry.count >= eff_thr))
 
+        # The placed output: a 2-entry buffer of registers (pb0 the head, pb1 behind it), so
+        # that placed.valid/payload are flip-flop outputs and the DMA's ready only moves the
+        # buffer (it never reaches the FSM). The FSM pushes when pb1 is free (pb_room, a
+        # register: one entry of room whatever the DMA does in the same cycle).
+        pb0_valid, pb1_valid = Signal(), Signal()
+        pb0, pb1 = Signal(placed_layout(cfg)), Signal(placed_layout(cfg))
+        pb_push = Signal()
+        pb_in = Signal(placed_layout(cfg))
+        pb_pop = Signal()
+        pb_room = Signal()
+        m.d.comb += [
+            pb_room.eq(~pb1_valid),
+            self.placed.valid.eq(pb0_valid),
+            self.placed.payload.eq(pb0),
+            pb_pop.eq(self.placed.ready & pb0_valid),
+        ]
+        with m.If(pb_pop):
+            with m.If(pb1_valid):             # (no push: pb_room is low)
+                m.d.sync += [pb0.eq(pb1), pb1_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [pb0.eq(pb_in), pb0_valid.eq(pb_push)]
+        with m.Elif(pb_push):
+            with m.If(pb0_valid):
+                m.d.sync += [pb1.eq(pb_in), pb1_valid.eq(1)]
+            with m.Else():
+                m.d.sync += [pb0.eq(pb_in), pb0_valid.eq(1)]
+
         m.d.comb += self.busy.eq(1)
         m.d.sync += self.done.eq(0)
 
@@ -242,8 +272,9 @@ class InstallEngine(wiring.Component):
             # WALK: candidates in sorted order until the CAM is full
             with m.State("WALK_READ"):
                 with m.If((walk_i == total) | (self.installed == cfg.cam_entries)):
-                    m.d.sync += self.done.eq(1)
-                    m.next = "IDLE"
+                    with m.If(~pb0_valid):      # done once the DMA has every record
+                        m.d.sync += self.done.eq(1)
+                        m.next = "IDLE"
                 with m.Else():
                     m.d.comb += [s_rd.addr.eq(walk_i), s_rd.en.eq(1)]
                     m.next = "WALK_POS"
@@ -292,9 +323,8 @@ class InstallEngine(wiring.Component):
                     m.next = "PLACED"
 
             with m.State("PLACED"):
-                m.d.comb += [self.placed.valid.eq(1), self.placed.payload.key.eq(key),
-                             self.placed.payload.slot.eq(slot)]
-                with m.If(self.placed.ready):
+                m.d.comb += [pb_push.eq(pb_room), pb_in.key.eq(key), pb_in.slot.eq(slot)]
+                with m.If(pb_room):
                     m.d.sync += [self.installed.eq(self.installed + 1), walk_i.eq(walk_i + 1)]
                     m.next = "WALK_READ"
         return m

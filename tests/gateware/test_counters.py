@@ -552,7 +552,7 @@ def test_clear_cost_and_busy():
 
 def test_latency():
     """Documented latencies: a lookup accepted in cycle 0 leaves ``idle`` low in cycles
-    1..3; a read accepted in cycle t answers in cycle t + 3; reads stream one per cycle."""
+    1..4; a read accepted in cycle t answers in cycle t + 3; reads stream one per cycle."""
     cfg = make_cfg(1, "64x8b4")
     k = Keys(cfg).in_set(5, 1)[0]
     dut = AccessCounterArray(cfg)
@@ -586,11 +586,55 @@ def test_latency():
     sim.add_clock(1e-8)
     sim.add_testbench(testbench)
     sim.run()
-    assert log["idle"] == [0, 0, 0, 1, 1, 1, 1]
+    assert log["idle"] == [0, 0, 0, 0, 1, 1, 1]
     assert [c for c, _ in log["req"]] == list(range(8, 17))        # one read per cycle
     assert [c for c, _ in log["resp"]] == list(range(11, 20))      # 3 cycles later
     assert log["resp"][0][1] == (1, k, 1)
 
+
+
+def test_read_right_behind_lookups():
+    """A read accepted as soon as the window empties follows the last lookup of its set one
+    cycle behind, so it takes that lookup's result by forwarding (S3 -> S2), and the ones
+    before through ``lw`` / memory: it returns the set as updated by every lookup."""
+    cfg = make_cfg(1, "64x8b4")
+    k0, k1, k2 = Keys(cfg).in_set(5, 3)
+    seq = [k0, k0, k1, k0, k2, k1, k0]
+    dut = AccessCounterArray(cfg)
+    rq, rs = dut.read_req, dut.read_resp
+    log = {"accept": [], "req": None, "resp": None}
+
+    async def testbench(ctx):
+        ctx.set(dut.learn_period, 1)
+        ctx.set(rs.ready, 1)
+        ctx.set(rq.payload, 5)
+        todo = list(seq)
+        for cycle in range(20):
+            ctx.set(dut.lookups.valid, bool(todo))
+            if todo:
+                ctx.set(dut.lookups.payload.as_value(),
+                        pack_beat(cfg, [todo[0]], 1, int(len(todo) == 1)))
+            ctx.set(rq.valid, not todo and log["req"] is None)
+            _, _, ready, q, p_v, word = await ctx.tick().sample(
+                dut.lookups.ready, rq.ready, rs.valid, rs.payload.as_value())
+            if todo and ready:
+                log["accept"].append(cycle)
+                todo.pop(0)
+            elif q and log["req"] is None and not todo:
+                log["req"] = cycle
+            if p_v and log["resp"] is None:
+                log["resp"] = (cycle, decode_set(cfg, word))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    sim.run()
+    assert log["accept"] == list(range(len(seq)))          # one lookup per cycle
+    last = log["accept"][-1]
+    assert log["req"] == last + 2       # the cycle after its dispatch empties the window
+    assert log["resp"][0] == log["req"] + 3
+    ways = sorted((e for e in log["resp"][1] if e[0]), key=lambda e: e[1])
+    assert ways == sorted([(1, k0, 4), (1, k1, 2), (1, k2, 1)], key=lambda e: e[1])
 
 # --- throughput ------------------------------------------------------------------------------
 @pytest.mark.parametrize("lanes,size", [(l, s) for s in SIZES for l in LANES

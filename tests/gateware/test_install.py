@@ -45,6 +45,7 @@ def rtl_install(cfg, counters, threshold, seed=0, stall=0.3):
             n += 1
             assert n < 2_000_000
         out["cycles"] = n
+        out["placed_at_done"] = len(out["placed"])   # the DMA has every record at done
         assert not ctx.get(dut.busy)             # done leaves the engine idle
         out["skipped"] = ctx.get(dut.skipped)
         out["candidates"] = ctx.get(dut.candidates)
@@ -91,6 +92,7 @@ def test_install_matches_golden(name, threshold):
     exp, skipped, cands = ref_install(cfg, ca, threshold)
     got = rtl_install(cfg, ca, threshold, seed=threshold)
     assert [(k, s) for k, s, _ in got["placed"]] == exp
+    assert got["placed_at_done"] == len(exp)
     assert [(k, s) for k, s, _ in got["writes"]] == exp
     assert all(v == 1 for _, _, v in got["writes"])
     assert got["skipped"] == skipped and got["candidates"] == cands
