@@ -71,12 +71,6 @@ LINT_WAIVERS = (
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(idle|busy|done|busy\$\d+|popular_base|"
            r"w_level)'$", instance=r"hotline\.dut\.\w+(\.\w+)?", reason=
            "alias wires of unit ports that the top reads through their driving nets"),
-    # The fragmenter's per-beat statistics (e.g. the bad keys of a beat, a few bits of the
-    # beat FIFO's word) added to 32-bit counters: unsigned, zero-extended as Amaranth extends
-    # them. In the `terabyte` design Verilator reports these without an instance.
-    Waiver("WIDTHEXPAND", r"^Operator ADD expects \d+ bits on the RHS, but RHS's SEL generates "
-           r"\d+ bits\.$", instance=r"(hotline\.dut\.fragmenter)?", reason=
-           "a per-beat count zero-extended to a 32-bit statistics counter"),
     # Each key of s_axis_lookup is padded to whole bytes; the padding bits carry nothing.
     Waiver("UNUSEDSIGNAL", r"^Bits of signal are not used: 's_axis_lookup__tdata'",
            instance=r"hotline\.dut", reason="the byte padding of each key in tdata"),
