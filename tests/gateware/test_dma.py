@@ -175,6 +175,17 @@ def cam_port(req, resp, contents):
     return process
 
 
+def set_params(ctx, dut, cfg, params):
+    """Drive the DMA's parameter inputs (what the register block holds) from ``params``."""
+    for t in range(cfg.num_tables):
+        ctx.set(dut.table_base[t], params.table_base[t])
+    for b in range(cfg.staging_banks):
+        ctx.set(dut.staging_base[b], params.staging_base[b])
+    ctx.set(dut.row_stride, params.row_stride)
+    ctx.set(dut.row_bytes, params.row_bytes)
+    ctx.set(dut.popular_base, params.popular_base)
+
+
 def run_script(cfg, params, mem, script, *, seed=0, idle=0.3, max_cycles=30_000,
                **axi_kw):
     """Run ``script`` (see :class:`sim.tb_dma.DmaRef.run`) on the DUT with ``mem``; returns
@@ -209,13 +220,7 @@ def run_script(cfg, params, mem, script, *, seed=0, idle=0.3, max_cycles=30_000,
         ctx.set(sig, 0)
 
     async def main(ctx):
-        for t in range(cfg.num_tables):
-            ctx.set(dut.table_base[t], params.table_base[t])
-        for b in range(cfg.staging_banks):
-            ctx.set(dut.staging_base[b], params.staging_base[b])
-        ctx.set(dut.row_stride, params.row_stride)
-        ctx.set(dut.row_bytes, params.row_bytes)
-        ctx.set(dut.popular_base, params.popular_base)
+        set_params(ctx, dut, cfg, params)
         await ctx.tick()
         for step in script:
             op = step[0]
@@ -462,13 +467,7 @@ def test_held_requests_count_as_pending():
     seen = []
 
     async def tb(ctx):
-        for t in range(cfg.num_tables):
-            ctx.set(dut.table_base[t], params.table_base[t])
-        for b in range(cfg.staging_banks):
-            ctx.set(dut.staging_base[b], params.staging_base[b])
-        ctx.set(dut.row_stride, params.row_stride)
-        ctx.set(dut.row_bytes, params.row_bytes)
-        ctx.set(dut.popular_base, params.popular_base)
+        set_params(ctx, dut, cfg, params)
         await ctx.tick()
         for what, port, payload, check in (
                 ("place", dut.place, {"key": keys[0], "slot": 3}, lambda: ctx.get(dut.busy)),
