@@ -238,12 +238,15 @@ class HotlineModel:
 
 def fill_tables(mem, cfg, params, cardinalities, seed=0):
     """Fill every host table with a deterministic pseudo-random pattern (rows only; the
-    gaps of a ``row_stride`` larger than ``row_bytes`` stay zero)."""
+    gaps of a ``row_stride`` larger than ``row_bytes`` stay zero), at the addresses the
+    accelerator reads them from: modulo ``2**cfg.addr_bits``."""
     rng = np.random.default_rng(seed)
+    m = cfg.addr_mask      # the accelerator sees host addresses modulo 2**addr_bits
     for t, n in enumerate(cardinalities):
         data = rng.integers(0, 256, size=(n, params.row_bytes), dtype=np.uint8)
-        if params.row_stride == params.row_bytes:
-            mem.write(params.table_base[t], data.ravel())
-        else:
+        base = params.table_base[t] & m
+        if params.row_stride == params.row_bytes and base + data.size <= m + 1:
+            mem.write(base, data.ravel())
+        else:                  # gaps between rows, or the table wraps past 2**addr_bits
             for r in range(n):
-                mem.write(params.table_base[t] + r * params.row_stride, data[r])
+                mem.write((params.table_base[t] + r * params.row_stride) & m, data[r])

@@ -36,6 +36,13 @@ INSTALL (each lookup takes an installed key of its table), so that popular sampl
 (a 26-lookup Criteo sample is popular only if all 26 lookups hit, which random samples
 rarely do).
 
+With ``addr_bits < 64`` (host addresses modulo ``2**addr_bits``) the address map is placed so
+that it wraps: it starts below ``2**addr_bits`` and the first host table crosses it, so row
+addresses overflow the accelerator's adders, and the regions after it start at ``address mod
+2**addr_bits`` (the driver refuses a base that does not fit in ``addr_bits``). The memory holds
+everything at ``address mod 2**addr_bits`` (as the golden model's does), and a bus monitor
+flags any AR or AW address with a bit set at or above ``addr_bits``.
+
 ``HOTLINE_TB_REPORT``: a path; the test writes there a JSON report of what it measured (per
 trained mini-batch: input beats, cycles from its first input beat to its last, to the last
 of its two terminator beats, and to ``gathers_done`` as polled; rows gathered, scattered,
@@ -43,6 +50,7 @@ evicted; the statistics registers; the simulated cycles of each phase). ``hotlin
 and ``bench/e2e_bench.py`` print it.
 """
 
+import dataclasses
 import json
 import logging
 import os
@@ -125,7 +133,12 @@ async def hotline_flow(dut):
                         seed=rng.randrange(1 << 30), table_bits=cfg.table_bits)
     keys = tr.keys(cfg)
     loff, soff = tr.batch_lookup_offsets, tr.batch_sample_offsets
-    params = layout(cfg, tr.cardinalities, base=0x100000)
+    mask = cfg.addr_mask
+    params = layout(cfg, tr.cardinalities, base=_base(cfg, tr.cardinalities))
+    params = dataclasses.replace(
+        params, table_base=tuple(a & mask for a in params.table_base),
+        popular_base=params.popular_base & mask,
+        staging_base=tuple(a & mask for a in params.staging_base))
     gold = SparseMemory()
     fill_tables(gold, cfg, params, tr.cardinalities, seed=rng.randrange(1 << 30))
     g = Geometry(cfg)
@@ -138,6 +151,9 @@ async def hotline_flow(dut):
         getattr(dut, name).value = 0
     ram = LatencyAxiRam(dut, latency=env("HOTLINE_TB_LATENCY", 20), reorder=True, rng=rng)
     ram.set_pauses(pause)
+    high_addr = []                               # AR/AW addresses with bits >= addr_bits
+    if cfg.addr_bits < 64:
+        cocotb.start_soon(_watch_high_addr(dut, cfg.addr_bits, high_addr))
     for addr, page in gold.snapshot().items():   # the host tables
         ram.ram.write(addr, page)
     axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
@@ -251,7 +267,7 @@ async def hotline_flow(dut):
         want = (1, contents[slot]) if slot in contents else (0, 0)
         assert (used, key) == want, f"CAM slot {slot}: {(used, key)}, golden {want}"
     for slot in contents:
-        a = params.popular_addr(slot)
+        a = params.popular_addr(slot) & mask
         assert ram.ram.read(a, params.row_bytes) == gold.read(a, params.row_bytes).tobytes(), \
             f"popular row of slot {slot} at {a:#x}"
     dut._log.info("installed %d rows (%d skipped); CAM and popular region match", len(inst.keys),
@@ -323,20 +339,23 @@ async def hotline_flow(dut):
             hw = ram.ram.read(addr, len(page))
             off = next(i for i in range(len(page)) if hw[i] != page[i])
             bad.append(f"{addr + off:#x}: {hw[off]:#04x} != golden {page[off]:#04x}")
-    for lo, n in [(params.popular_base, cfg.cam_entries * params.row_bytes)] + \
-            [(s, cfg.staging_rows * params.row_bytes) for s in params.staging_base]:
+    for lo, n in [(params.popular_base & mask, cfg.cam_entries * params.row_bytes)] + \
+            [(s & mask, cfg.staging_rows * params.row_bytes) for s in params.staging_base]:
         for a in range(lo, lo + n, 4096):       # device regions the golden never wrote
             if a // 4096 not in gold.pages and any(ram.ram.read(a, min(4096, lo + n - a))):
                 bad.append(f"page {a:#x} written, golden all zero")
     assert not bad, "memory differs from the golden model: " + "; ".join(bad[:8])
     assert not ram.violations, ram.violations[:5]
+    assert not high_addr, f"{len(high_addr)} AR/AW addresses use bits >= addr_bits=" \
+                          f"{cfg.addr_bits}: {high_addr[:4]}"
     st = await drv.check_errors(ignore=("bad_key", "overflow", "framing_error"))
     stats = await drv.stats()
     t = model.totals
     for n in ("lookups", "hits", "popular_samples", "nonpopular_samples", "staged_rows",
               "overflows", "staging_full", "dedup_full", "minibatches"):
-        assert stats[n] == getattr(t, n), f"STAT_{n.upper()}: {stats[n]}, golden {getattr(t, n)}"
-    assert stats["rows_scattered"] == stats["rows_gathered"] == t.staged_rows
+        want_n = cfg.wrap_stat(32, getattr(t, n))        # stats_bits wide, wraps
+        assert stats[n] == want_n, f"STAT_{n.upper()}: {stats[n]}, golden {want_n}"
+    assert stats["rows_scattered"] == stats["rows_gathered"] == cfg.wrap_stat(32, t.staged_rows)
     report = os.environ.get("HOTLINE_TB_REPORT")
     if report:
         with open(report, "w") as f:
@@ -355,6 +374,26 @@ async def hotline_flow(dut):
                   "beats match; status %s", n_train, t.lookups, t.hits, t.staged_rows,
                   stats["rows_evicted"], len(gold.pages), len(got["popular"]),
                   len(got["nonpopular"]), st)
+
+
+def _base(cfg, cardinalities):
+    """Start of the address map: 1 MiB; with ``addr_bits < 64``, half the first host table
+    below ``2**addr_bits`` (64-byte aligned), so that the table crosses it (the map wraps)."""
+    if cfg.addr_bits >= 64:
+        return 0x100000
+    return ((1 << cfg.addr_bits) - cardinalities[0] * cfg.row_bytes // 2) & ~63 & cfg.addr_mask
+
+
+async def _watch_high_addr(dut, addr_bits, found):
+    """Record every AR/AW handshake whose address has a bit set at or above ``addr_bits``."""
+    while True:
+        await RisingEdge(dut.clk)
+        for ch in ("ar", "aw"):
+            if int(getattr(dut, f"m_axi_{ch}valid").value) and \
+                    int(getattr(dut, f"m_axi_{ch}ready").value):
+                a = int(getattr(dut, f"m_axi_{ch}addr").value)
+                if a >> addr_bits:
+                    found.append(f"{ch} {a:#x}")
 
 
 def _rebuild_hot_samples(cfg, keys, lengths, soff, loff, first, end, installed, frac, rng):

@@ -22,3 +22,14 @@ def test_hotline_flow_ulx3s(sim):
     r = run_cocotb("hotline", preset("ulx3s"), sim=sim, test_module="sim.tb_hotline",
                    extra_env={"HOTLINE_TB_BATCHES": "20"}, timeout_s=3600)
     assert r.tests == {"hotline_flow": "passed"}
+
+
+# Host addresses modulo 2**20 (the map wraps inside a host table) and 8-bit statistics
+# counters, which wrap during the run (~480 lookups): the narrow paths of addr_bits/stats_bits.
+NARROW = TINY.replace(name="e2e-narrow", addr_bits=20, stats_bits=8)
+
+
+def test_hotline_flow_narrow(sim):
+    r = run_cocotb("hotline", NARROW, sim=sim, test_module="sim.tb_hotline",
+                   extra_env={"HOTLINE_TB_BATCHES": "10"})
+    assert r.tests == {"hotline_flow": "passed"}
