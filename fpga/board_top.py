@@ -32,7 +32,7 @@ from hotline_hw.gateware.top import HotlineAccelerator, stream_geometry
 
 from .axi_ram import AxiRam
 from .sequencer import Sequencer
-from .signature import BeatSum, Misr, fold32
+from .signature import BeatSum, Misr
 from .uart import LinePrinter
 
 __all__ = ["SelfCheck", "BoardTop", "ERR_BITS"]
@@ -185,10 +185,9 @@ class SelfCheck(wiring.Component):
 
         # ---- UART line ----------------------------------------------------------------------
         if self.with_uart:
-            f32 = lambda s: s[:32] ^ s[32:64]           # fold32 (signature.fold32)
             fields = {"verdict": verdict, "runs": runs, "err": err,
-                      "pop": f32(sigs["pop"]), "npop": f32(sigs["npop"]),
-                      "w": f32(wsum.total), "wn": wsum.count, "st": f32(seq.stats_sig),
+                      "pop": sigs["pop"], "npop": sigs["npop"],
+                      "w": wsum.total, "wn": wsum.count, "st": seq.stats_sig,
                       "cyc": cycles, "op": seq.fail_op}
             for i in range(4):
                 fields[f"d{i}"] = seq.display[i]
@@ -214,9 +213,9 @@ def expected_line(program, verdict="PASS", runs=1):
     """The UART line a passing run prints (for the docs and the report)."""
     # the displayed statistics as the hardware holds them (stats_bits wide)
     st = {k: program.cfg.wrap_stat(32, v) for k, v in program.stats.items()}
-    return (f"hotline run {runs:04X} {verdict} err=00 pop={fold32(program.exp_pop):08X} "
-            f"npop={fold32(program.exp_npop):08X} w={fold32(program.exp_wsum):08X}/"
-            f"{program.exp_wcount & 0xFFFF:04X} st={fold32(program.exp_stats):08X} "
+    return (f"hotline run {runs:04X} {verdict} err=00 pop={program.exp_pop:08X} "
+            f"npop={program.exp_npop:08X} w={program.exp_wsum:08X}/"
+            f"{program.exp_wcount:04X} st={program.exp_stats:08X} "
             f"lookups={st['lookups'] & 0xFFFF:04X} hits={st['hits'] & 0xFFFF:04X} "
             f"staged={st['staged_rows'] & 0xFFFF:04X} "
             f"gathered={st['rows_gathered'] & 0xFFFF:04X} cycles=........ op=000")

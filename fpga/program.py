@@ -34,7 +34,7 @@ from hotline_hw.driver import HotlineDriver
 from hotline_hw.gateware.top import stream_geometry
 from hotline_hw.regmap import STATISTICS, regmap
 
-from .signature import fold64, misr_step, wsum_step
+from .signature import fold, misr_step, wsum_step
 
 __all__ = ["Op", "BoardProgram", "ProgramRecorder", "make_program", "board_layout",
            "OP_WRITE", "OP_READ", "OP_POLL", "OP_STREAM", "OP_END", "OP_NAMES",
@@ -181,7 +181,7 @@ def pack_in_beat(cfg, beat):
 
 
 def pack_out_beat(cfg, beat):
-    """The 64-bit-foldable word of an output beat as the board top sees it:
+    """The word (folded into a signature) of an output beat as the board top sees it:
     ``tdata | tkeep << out_bits | tuser << (...) | tlast << (...)``."""
     geo = stream_geometry(cfg)
     sB, lB, ob = geo["sid_bytes"], geo["lookup_bytes"], geo["out_bits"]
@@ -246,7 +246,7 @@ class BoardProgram:
     in_beats: list                 # (tdata, tkeep, tuser, tlast)
     exp_pop: int                   # MISR of m_axis_popular
     exp_npop: int                  # MISR of m_axis_nonpopular
-    exp_wcount: int                # AXI W beats of one run
+    exp_wcount: int                # AXI W beats of one run (modulo 2**COUNT_BITS)
     exp_wsum: int                  # their sum signature
     exp_stats: int                 # MISR of the checked reads
     n_pop_beats: int
@@ -266,9 +266,9 @@ class BoardProgram:
         return {"ops": len(self.ops), "lookup_beats": len(self.in_beats),
                 "ram_bytes": self.ram_bytes, "w_beats": self.exp_wcount,
                 "popular_beats": self.n_pop_beats, "nonpopular_beats": self.n_npop_beats,
-                "exp_popular_sig": f"{self.exp_pop:016x}",
-                "exp_nonpopular_sig": f"{self.exp_npop:016x}",
-                "exp_w_sig": f"{self.exp_wsum:016x}", "exp_stats_sig": f"{self.exp_stats:016x}",
+                "exp_popular_sig": f"{self.exp_pop:08x}",
+                "exp_nonpopular_sig": f"{self.exp_npop:08x}",
+                "exp_w_sig": f"{self.exp_wsum:08x}", "exp_stats_sig": f"{self.exp_stats:08x}",
                 "stats": self.stats, **self.info}
 
 
@@ -398,7 +398,7 @@ def _make_program(cfg, *, ram_bytes, max_ram_bytes, batch_size, learn_batches, s
             word = int.from_bytes(data[i:i + bb], "little")
             strb = (1 << bb) - 1
             beat = word | (strb << (8 * bb)) | ((dst + i) << (9 * bb))
-            wsig = wsum_step(wsig, fold64(beat, 9 * bb + 64))
+            wsig = wsum_step(wsig, fold(beat, 9 * bb + 64))
 
     # input and output beats
     in_beats, pop_words, npop_words, ranges = [], [], [], []
@@ -412,9 +412,9 @@ def _make_program(cfg, *, ram_bytes, max_ram_bytes, batch_size, learn_batches, s
             npop_words += [pack_out_beat(cfg, x) for x in n]
     exp_pop = exp_npop = 0
     for w, width in pop_words:
-        exp_pop = misr_step(exp_pop, fold64(w, width))
+        exp_pop = misr_step(exp_pop, fold(w, width))
     for w, width in npop_words:
-        exp_npop = misr_step(exp_npop, fold64(w, width))
+        exp_npop = misr_step(exp_npop, fold(w, width))
 
     # expected statistics
     t = model.totals

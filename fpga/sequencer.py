@@ -23,7 +23,7 @@ from hotline_hw.gateware.registers import axil_signature
 from hotline_hw.gateware.top import axis_signature
 
 from .program import OP_POLL, OP_READ, OP_STREAM, OP_WRITE
-from .signature import Misr
+from .signature import W, Misr
 
 __all__ = ["Sequencer", "encode_ops", "encode_beats"]
 
@@ -55,7 +55,7 @@ class Sequencer(wiring.Component):
             "running": Out(1), "done": Out(1),
             "mismatch": Out(1), "bus_error": Out(1), "fail_op": Out(16),
             "pc": Out(16),
-            "stats_sig": Out(64),
+            "stats_sig": Out(W),
             "display": Out(32).array(display_slots),
         })
 

@@ -133,7 +133,7 @@ def test_selfcheck_passes_tiny():
     prog, res, line = run_selfcheck(preset("tiny"))
     assert res and res["passed"] == 1 and res["failed"] == 0 and res["err"] == 0, res
     assert line.startswith("hotline run 0001 PASS err=00"), line
-    assert f"pop={(prog.exp_pop ^ (prog.exp_pop >> 32)) & 0xFFFFFFFF:08X}" in line
+    assert f"pop={prog.exp_pop:08X}" in line            # the 32-bit signature, whole
 
 
 def test_selfcheck_passes_narrow_addresses_and_statistics():
@@ -161,6 +161,19 @@ def test_selfcheck_fails_on_wrong_expectation(what):
     bit = {"pop": 0, "wsum": 2, "stats": 3}[what]
     assert res["err"] == 1 << bit, res
     assert "FAIL" in line, line
+
+
+def test_ice40_program_statistics_do_not_wrap():
+    """The iCE40 variant's narrow statistics (ICE40_OVERRIDES' stats_bits) still hold every
+    statistic the board program checks at its full value: none wraps, so the on-chip
+    comparison is as strict as with 32-bit counters."""
+    cfg = preset("tiny", **ICE40_OVERRIDES)
+    prog = make_program(cfg, max_ram_bytes=BOARDS["hx8k"].max_ram_bytes)
+    wide = {"bytes_read", "bytes_written", "busy_cycles"}
+    for name, v in prog.stats.items():
+        bits = 2 * cfg.stats_bits if name in wide else cfg.stats_bits
+        assert 0 <= v < 1 << bits, (name, v, bits)
+    assert prog.stats["lookups"] >= 1 << (cfg.stats_bits - 1)   # and the width is not slack
 
 
 @pytest.mark.slow
@@ -283,18 +296,17 @@ def test_axi_ram_bursts():
 # --- a real build ----------------------------------------------------------------------------
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=
-    "since the pipelining for Fmax the iCE40 variant's board top takes 6,899 of the HX8K's "
-    "7,680 LCs and nextpnr-ice40 finds no legal placement (docs/fpga.md); strict: a fix "
-    "that makes it fit turns this into a failure to be removed")
 def test_ice40_build(tmp_path):
     """A real iCE40 build (HX8K, the largest iCE40 of amaranth-boards) of the iCE40 variant
-    (addr_bits=10, stats_bits=8, docs/fpga.md): it fits, gives a bitstream, meets the
-    board's 12 MHz clock, and is cached on a second call."""
+    (addr_bits=10, stats_bits=6, 32-bit signatures, docs/fpga.md): it fits with margin (at
+    most 85 % of the logic cells: above that nextpnr-ice40's placer stopped finding a legal
+    placement), gives a bitstream, meets the board's 12 MHz clock, and is cached on a second
+    call."""
     r = run_cli("fpga", "--board", "hx8k", "-o", str(tmp_path), timeout=3600)
     rep = json.loads((tmp_path / "report.json").read_text())
     lc = rep["summary"]["logic_cells"]
     assert lc and 1000 < lc[0] <= lc[1] and rep["summary"]["lut4"] > 1000
+    assert lc[0] <= 0.85 * lc[1], f"{lc[0]}/{lc[1]} LCs: too full to place robustly"
     assert not (tmp_path / "top.il").exists()                  # intermediates removed
     assert rep["ok"], rep["error"]
     assert r.returncode == 0 and (tmp_path / "top.bin").exists()
