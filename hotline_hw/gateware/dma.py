@@ -73,10 +73,23 @@ crosses a 4 KiB boundary (a row that straddles one becomes two bursts; a 4 KiB r
 
 Ordering and hazard rule (no lost update)
 -----------------------------------------
-* Each bank has a **filter** (``filter_bits`` bits, H3 hash of the key, seed
-  :data:`SEED_DMA_FILTER`) of the keys logged in it and not yet scattered; it is cleared when
-  the bank's scatter **completes** (every write response of it received), and the bank's
-  ``epoch`` bit toggles then.
+* Each bank has a **filter** of the keys logged in it and not yet scattered: a table of
+  ``filter_entries`` generation tags of ``filter_gen_bits`` bits, indexed by the H3 hash of
+  the key (seed :data:`SEED_DMA_FILTER`, ``log2(filter_entries)`` bits), and a current
+  **generation** ``gen[b]``. A gather into bank ``b`` (deferred or not) writes ``gen[b]`` at
+  its hash; the bank's scatter **completing** (every write response of it received) clears
+  the filter by incrementing ``gen[b]`` (and toggles the bank's ``epoch`` bit). A key *hits*
+  bank ``d``'s filter iff ``table_d[hash] == gen[d]`` and bank ``d`` has logged a gather since
+  its last scatter. Generations count ``0 .. 2**filter_gen_bits - 2``; the all-ones tag,
+  the tables' power-up contents, is never current. No false negative: only gathers into
+  ``d`` write ``table_d``, always with the current ``gen[d]``, so a key logged and not yet
+  scattered always hits. False positives: another key with the same hash, or an entry
+  written exactly ``k * (2**filter_gen_bits - 1)`` generations ago (the counter wrapped).
+  ``soft_reset`` also increments every generation (a hard reset restarts them at 0 over
+  the old tables: again false positives at most). The tables of all banks are one memory
+  (word = one tag per bank, ulx3s 8192 x 8 bits: four DP16KD), read one cycle ahead: each
+  cycle it reads the entry of the gather the input buffer presents next, and a write in that
+  cycle to that entry is forwarded by registers, so the check is one register stage deep.
 * A gather into bank ``c`` whose key hits the filter of another bank is **deferred**: its
   log word records the set ``M`` of banks it hit and a snapshot of the epochs, and it joins
   the deferred list of the lowest bank of ``M``. When that bank's scatter completes, its list
@@ -119,8 +132,8 @@ response still due and finishes the W beats of AWs already issued, so the bus st
 While ``error`` is set, ``place``/``gather`` are accepted and dropped (the upstream never
 stalls for ever) and commands are ignored (``cmd_ignored``). ``soft_reset`` (a pulse) aborts
 everything: no new transaction starts, the outstanding ones drain, then the error, the logs,
-filters, deferred lists, queued commands and statistics are cleared (``busy`` stays high
-meanwhile; ``place``/``gather`` wait).
+filters (generations incremented), deferred lists, queued commands and statistics are
+cleared (``busy`` stays high meanwhile; ``place``/``gather`` wait).
 
 Cycle costs
 -----------
@@ -198,7 +211,7 @@ def _pow2_ceil(n):
     return 1 << ceil_log2(max(1, n))
 
 
-def dma_geometry(cfg, *, buffer_beats=None, filter_bits=None):
+def dma_geometry(cfg, *, buffer_beats=None, filter_entries=None, filter_gen_bits=4):
     """The derived sizes of the DMA for ``cfg`` (see :class:`GatherScatterDMA`)."""
     bb = cfg.bus_bytes
     max_row_beats = cfg.max_row_bytes // bb
@@ -211,13 +224,15 @@ def dma_geometry(cfg, *, buffer_beats=None, filter_bits=None):
     if buffer_beats < 2 * max_burst or buffer_beats & (buffer_beats - 1):
         raise ValueError(f"buffer_beats={buffer_beats}: must be a power of two >= "
                          f"{2 * max_burst} (two longest bursts)")
-    if filter_bits is None:
-        filter_bits = _pow2_ceil(min(2048, max(64, 2 * cfg.staging_rows)))
-    if filter_bits < 2 or filter_bits & (filter_bits - 1):
-        raise ValueError(f"filter_bits={filter_bits}: must be a power of two >= 2")
+    if filter_entries is None:
+        filter_entries = _pow2_ceil(min(8192, max(64, 2 * cfg.staging_rows)))
+    if filter_entries < 2 or filter_entries & (filter_entries - 1):
+        raise ValueError(f"filter_entries={filter_entries}: must be a power of two >= 2")
+    if filter_gen_bits < 2:
+        raise ValueError(f"filter_gen_bits={filter_gen_bits}: must be >= 2")
     return SimpleNamespace(bus_bytes=bb, max_row_beats=max_row_beats, max_burst=max_burst,
                            tags=tags, ids=ids, buffer_beats=buffer_beats,
-                           filter_bits=filter_bits,
+                           filter_entries=filter_entries, filter_gen_bits=filter_gen_bits,
                            bank_bits=max(1, ceil_log2(cfg.staging_banks)))
 
 
@@ -276,10 +291,15 @@ class GatherScatterDMA(wiring.Component):
         Bus words of the read-data ring buffer (power of two, >= 2 of the longest burst).
         Default: ``max_outstanding_reads * longest burst``, capped at 2048, at least two
         longest bursts.
-    filter_bits : int, optional
-        Bits of each bank's hazard filter (power of two). Default: ``2 * staging_rows``
-        clamped to 64..2048. Smaller means more false-positive deferrals (slower, never
-        wrong).
+    filter_entries : int, optional
+        Entries of each bank's hazard filter (power of two; the filter hash has
+        ``log2(filter_entries)`` bits). Default: ``2 * staging_rows`` clamped to 64..8192.
+        Fewer means more false-positive deferrals (slower, never wrong).
+    filter_gen_bits : int, optional
+        Bits of a filter entry, the generation tag (>= 2, default 4): a bank's entries
+        written ``2**filter_gen_bits - 1`` scatters ago alias the current generation (a false
+        positive). The filters are one memory of ``filter_entries`` words of
+        ``staging_banks * filter_gen_bits`` bits (ulx3s: 8192 x 8, four DP16KD).
 
     Members
     -------
@@ -345,9 +365,11 @@ class GatherScatterDMA(wiring.Component):
         Gathers deferred by the hazard rule (each counted once).
     """
 
-    def __init__(self, cfg, *, buffer_beats=None, filter_bits=None):
+    def __init__(self, cfg, *, buffer_beats=None, filter_entries=None, filter_gen_bits=4):
         self.cfg = cfg
-        self.geom = g = dma_geometry(cfg, buffer_beats=buffer_beats, filter_bits=filter_bits)
+        self.geom = g = dma_geometry(cfg, buffer_beats=buffer_beats,
+                                     filter_entries=filter_entries,
+                                     filter_gen_bits=filter_gen_bits)
         B = cfg.staging_banks
         members = {
             "place": In(stream.Signature(placed_layout(cfg))),
@@ -393,8 +415,9 @@ class GatherScatterDMA(wiring.Component):
         tb_, idl = ceil_log2(T), ceil_log2(ids)
         D = g.buffer_beats
         db = exact_log2(D)
-        F = g.filter_bits
+        F = g.filter_entries
         fb = exact_log2(F)
+        G = g.filter_gen_bits
         MB = g.max_burst
         N = cfg.max_outstanding_reads
         pos_bits = bank_bits + ib
@@ -465,7 +488,18 @@ class GatherScatterDMA(wiring.Component):
             m.d.comb += getattr(self, f"stat_{n}").eq(stats[n])
 
         # --- hazard state ---------------------------------------------------------------------
-        filt = Array(Signal(F, name=f"filter{b}") for b in range(B))
+        # filters: one memory, word = one generation tag of G bits per bank (see the module
+        # docstring). Generations count 0 .. 2**G - 2; the all-ones tag is never a
+        # generation and is the memory's initial contents (a defined power-up state, also in
+        # simulation). The generations live outside the reset domain: a soft reset bumps them
+        # (clears every filter) instead of resetting them to values old entries still hold.
+        never = (1 << G) - 1
+        m.submodules.filt_mem = filt_mem = Memory(shape=B * G, depth=F,
+                                                  init=[(1 << (B * G)) - 1] * F)
+        filt_wp = filt_mem.write_port(granularity=G)
+        filt_rp = filt_mem.read_port(domain="sync")
+        gen = Array(Signal(G, name=f"filt_gen{b}") for b in range(B))
+        armed = Signal(B)            # bit b: bank b has logged a gather since its last scatter
         epoch = Signal(B)
         log_count = Array(Signal(ib + 1, name=f"log_count{b}") for b in range(B))
         for b in range(B):
@@ -629,8 +663,11 @@ class GatherScatterDMA(wiring.Component):
         with m.If(s_complete):
             for b in range(B):
                 with m.If(s_bank == b):
-                    m.d.sync += [log_count[b].eq(0), filt[b].eq(0), epoch[b].eq(~epoch[b]),
+                    m.d.sync += [log_count[b].eq(0), armed[b].eq(0), epoch[b].eq(~epoch[b]),
                                  replay_ok[b].eq(qcnt[b] != 0)]
+        for b in range(B):
+            with top.If(do_reset | (s_complete & (s_bank == b))):
+                top.d.sync += gen[b].eq(Mux(gen[b] == never - 1, 0, gen[b] + 1))
         m.d.comb += self.scatter_busy.eq(
             s_pending | Mux(s_state != 0, (Const(1, B) << s_bank)[:B], 0))
 
@@ -717,9 +754,32 @@ class GatherScatterDMA(wiring.Component):
                      self.gather.ready.eq(gsk.i.ready & in_ok)]
         gp = gsk.o.payload
         g_hash = gp.hash
+        # filter read, one cycle ahead: every cycle the memory reads the entry of the item
+        # the buffer's output register loads next (the skid register's, else the input's),
+        # with en = 1, so neither its address nor its enable depends on this cycle's
+        # hazard check. `f_cur` is the entry of the item in the output register: the fresh
+        # read in the cycle after a load, else the word held since (an item is written into
+        # the filter only when it leaves the output register, so a held word stays exact).
+        # A write in the read's cycle (the item leaving) is forwarded by registers.
+        f_cand = Signal(fb)
+        m.d.comb += [f_cand.eq(Mux(gsk.s_valid, gsk.s_payload.hash, gsk.i.payload.hash)),
+                     filt_rp.addr.eq(f_cand), filt_rp.en.eq(1)]
+        f_loaded = Signal()           # the output register loaded in the previous cycle
+        f_fw_eq = Signal()            # the previous cycle's write hit the read's entry
+        f_fw_en = Signal(B)           # ... with these granules
+        f_fw_data = Signal(B * G)     # ... and this data
+        f_held = Signal(B * G)
+        f_cur = Signal(B * G)
+        m.d.sync += [f_loaded.eq(~gsk.o.valid | gsk.o.ready),
+                     f_fw_eq.eq(filt_wp.addr == f_cand), f_fw_en.eq(filt_wp.en),
+                     f_fw_data.eq(filt_wp.data), f_held.eq(f_cur)]
+        m.d.comb += f_cur.eq(Mux(f_loaded,
+                                 Cat(Mux(f_fw_eq & f_fw_en[d], f_fw_data[d * G:(d + 1) * G],
+                                         filt_rp.data[d * G:(d + 1) * G]) for d in range(B)),
+                                 f_held))
         hits = Signal(B)
-        m.d.comb += hits.eq(Cat(filt[d].bit_select(g_hash, 1) & (gp.bank != d)
-                                for d in range(B)))
+        m.d.comb += hits.eq(Cat(armed[d] & (f_cur[d * G:(d + 1) * G] == gen[d])
+                                & (gp.bank != d) for d in range(B)))
         g_blocked = (s_pending.bit_select(gp.bank, 1)
                      | ((s_state != 0) & (s_bank == gp.bank)))
         g_base = Signal()
@@ -731,11 +791,13 @@ class GatherScatterDMA(wiring.Component):
                      gsk.o.ready.eq(gather_take | (error & ~rst_pending))]
         g_pos = Cat(gp.index, gp.bank)
         m.d.comb += [log_wp.addr.eq(g_pos), log_wp.en.eq(gather_take),
-                     log_wp.data.eq(Cat(gp.key, hits, epoch))]
+                     log_wp.data.eq(Cat(gp.key, hits, epoch)),
+                     filt_wp.addr.eq(g_hash), filt_wp.data.eq(Cat(gen[b] for b in range(B)))]
         with m.If(gather_take):
             for b in range(B):
                 with m.If(gp.bank == b):
-                    m.d.sync += filt[b].eq(filt[b] | (Const(1, 1) << g_hash))
+                    m.d.comb += filt_wp.en[b].eq(1)
+                    m.d.sync += armed[b].eq(1)
                     with m.If(gp.index >= log_count[b]):
                         m.d.sync += log_count[b].eq(gp.index + 1)
             with m.If(hits.any()):
