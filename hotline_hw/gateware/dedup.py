@@ -8,8 +8,8 @@ result: a key always goes to the same bank, and each bank sees its misses in str
 
 A bank
 ------
-* **in_q** (registers): misses ``{key, lset}`` (``lset`` = set within the bank), up to
-  ``lanes`` per cycle, in stream order; each lane writes its own entry.
+* **in_q** (a register ring, :class:`RingQueue`): misses ``{key, lset}`` (``lset`` = set
+  within the bank), up to ``lanes`` per cycle, in stream order; each lane writes its own entry.
 * **Lookup** (2 stages, one miss per cycle): ``B0`` reads the set word from block RAM
   (transparent to the write of ``B1``, so back-to-back misses to one set need no other
   forwarding); ``B1`` compares the ways. A way holding the key -> ``DUP(ord)``; else the
@@ -17,11 +17,12 @@ A bank
   (0, 1, 2, ... per mini-batch); no free way -> ``FULL``. A set is *touched* once written
   in the current mini-batch; an untouched set reads as empty, so starting a mini-batch is one
   cycle (a register per set is cleared), never a sweep of the RAM.
-* **res_q** (registers): results in stream order, read ``lanes`` at a time by the
-  fragmenter's retire stage, which gives every ``NEW`` its staging index in stream order.
+* **res_q** (a shifting register queue, :class:`MultiQueue`): results in stream order, read
+  ``lanes`` at a time by the fragmenter's retire stage, which gives every ``NEW`` its
+  staging index in stream order.
 * **Index memory**: the retire stage pushes each ``NEW``'s index (or *refused*, when the
-  staging bank was full) into **wq**, in ordinal order; wq drains one per cycle into a
-  RAM addressed by ordinal (``drained`` counts them).
+  staging bank was full) into **wq** (a :class:`RingQueue`), in ordinal order; wq drains
+  one per cycle into a RAM addressed by ordinal (``drained`` counts them).
 * **Resolver**: walks res_q in order and fills in the index of each ``DUP``: from the RAM
   when its ordinal is below ``drained`` (one cycle), straight from wq when the value is
   still queued (ordinal below ``pushed``, the values pushed into wq), else it waits: the
