@@ -8,8 +8,8 @@ result: a key always goes to the same bank, and each bank sees its misses in str
 
 A bank
 ------
-* **in_q** (registers): misses ``{key, lset}`` (``lset`` = set within the bank), up to
-  ``lanes`` per cycle, in stream order; each lane writes its own entry.
+* **in_q** (a register ring, :class:`RingQueue`): misses ``{key, lset}`` (``lset`` = set
+  within the bank), up to ``lanes`` per cycle, in stream order; each lane writes its own entry.
 * **Lookup** (2 stages, one miss per cycle): ``B0`` reads the set word from block RAM
   (transparent to the write of ``B1``, so back-to-back misses to one set need no other
   forwarding); ``B1`` compares the ways. A way holding the key -> ``DUP(ord)``; else the
@@ -17,11 +17,12 @@ A bank
   (0, 1, 2, ... per mini-batch); no free way -> ``FULL``. A set is *touched* once written
   in the current mini-batch; an untouched set reads as empty, so starting a mini-batch is one
   cycle (a register per set is cleared), never a sweep of the RAM.
-* **res_q** (registers): results in stream order, read ``lanes`` at a time by the
-  fragmenter's retire stage, which gives every ``NEW`` its staging index in stream order.
+* **res_q** (a shifting register queue, :class:`MultiQueue`): results in stream order, read
+  ``lanes`` at a time by the fragmenter's retire stage, which gives every ``NEW`` its
+  staging index in stream order.
 * **Index memory**: the retire stage pushes each ``NEW``'s index (or *refused*, when the
-  staging bank was full) into **wq**, in ordinal order; wq drains one per cycle into a
-  RAM addressed by ordinal (``drained`` counts them).
+  staging bank was full) into **wq** (a :class:`RingQueue`), in ordinal order; wq drains
+  one per cycle into a RAM addressed by ordinal (``drained`` counts them).
 * **Resolver**: walks res_q in order and fills in the index of each ``DUP``: from the RAM
   when its ordinal is below ``drained`` (one cycle), straight from wq when the value is
   still queued (ordinal below ``pushed``, the values pushed into wq), else it waits: the
@@ -38,7 +39,7 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.utils import ceil_log2
 
-from .queues import MultiQueue
+from .queues import MultiQueue, RingQueue
 
 __all__ = ["dedup_banks", "DedupBank", "KIND_NEW", "KIND_DUP", "KIND_FULL", "priority"]
 
@@ -104,9 +105,10 @@ class DedupBank(Elaboratable):
 
     Members used by the fragmenter
     ------------------------------
-    in_q : :class:`MultiQueue` of ``op_layout`` (push side: ``push_n``, ``push_data``, ``space``).
+    in_q : :class:`RingQueue` of ``op_layout`` (push side: ``push_n``, ``wr_*``, ``space``).
     res_q : :class:`MultiQueue` of ``result_layout`` (pop side: ``level``, ``peek``, ``pop_n``).
-    wq : :class:`MultiQueue` of ``value_bits`` (push side).
+    wq : :class:`RingQueue` of ``value_bits`` (push side). It restarts with each mini-batch,
+        so the value of ordinal ``o`` is at slot ``o % wq_depth`` while queued.
     batch_start : In(1)
         Pulse between mini-batches (only while :attr:`idle`): forget every key.
     idle : Out(1)
@@ -117,10 +119,14 @@ class DedupBank(Elaboratable):
         self.cfg, self.geo, self.index = cfg, geo, index
         L = cfg.lanes
         p = f"b{index}"
-        self.in_q = MultiQueue(geo.op_layout(cfg), geo.in_depth, L, 1, name=f"{p}_in")
-        self.res_q = MultiQueue(geo.result_layout(), geo.res_depth, 1, L, update=True,
-                                name=f"{p}_res")
-        self.wq = MultiQueue(geo.value_bits, geo.wq_depth, L, 1, name=f"{p}_wq")
+        self.in_q = RingQueue(geo.op_layout(cfg), geo.in_depth, L, 1,
+                              name=f"{p}_in")
+        # the resolver only sets `resolved` and `value` (the last fields): only they are updated
+        rl = geo.result_layout()
+        upd = (rl["resolved"].offset, rl.size)
+        assert rl["value"].offset + rl["value"].width == rl.size
+        self.res_q = MultiQueue(rl, geo.res_depth, 1, L, update=upd, name=f"{p}_res")
+        self.wq = RingQueue(geo.value_bits, geo.wq_depth, L, 1, name=f"{p}_wq")
         self.batch_start = Signal(name=f"{p}_batch_start")
         self.idle = Signal(name=f"{p}_idle")
 
@@ -200,6 +206,7 @@ class DedupBank(Elaboratable):
         m.d.comb += [iw.addr.eq(drained), iw.data.eq(wq.peek[0]), iw.en.eq(drain),
                      wq.pop_n.eq(drain)]
         m.d.sync += drained.eq(drained + drain)
+        m.d.comb += wq.restart.eq(self.batch_start)
 
         # --- resolver ------------------------------------------------------------------------
         # `pushed` counts the values pushed into wq (drained + wq.level), so whether a DUP's
@@ -237,7 +244,8 @@ class DedupBank(Elaboratable):
                 m.d.comb += ir.addr.eq(e.ord)
                 m.d.sync += r_wait.eq(rptr >= pop)
             with m.Elif(known):
-                m.d.comb += [res_q.upd_en.eq(1), rvalue.eq(wq.at((e.ord - drained)[:ob])),
+                # wq restarts with the mini-batch and takes one value per ordinal, in order
+                m.d.comb += [res_q.upd_en.eq(1), rvalue.eq(wq.at_slot(e.ord)),
                              adv.eq(1)]
 
         # --- mini-batch boundary -----------------------------------------------------------

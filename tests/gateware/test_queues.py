@@ -1,0 +1,113 @@
+"""The register queues of hotline_hw/gateware/queues.py against a Python reference queue.
+
+Every cycle pushes 0..npush entries (writers in a random order, so writer ``k`` is not
+entry ``k``), pops 0..npop, and (``MultiQueue`` with ``update``) overwrites a random held
+entry (all of it, or the bits given by ``update=(lo, hi)``); ``level``, ``space``, every
+meaningful ``peek`` and the random-access read (``at`` / ``at_slot``) are compared with the
+reference before the clock edge. ``RingQueue`` also restarts at random while empty.
+"""
+import random
+from collections import deque
+
+import pytest
+from amaranth.hdl import Module, Signal, unsigned
+from amaranth.sim import Simulator
+
+from hotline_hw.gateware.queues import MultiQueue, RingQueue
+
+W = 7  # entry width
+
+
+def _pack(values, width):
+    return sum(v << (i * width) for i, v in enumerate(values))
+
+
+def run_queue(kind, depth, npush, npop, *, update=False, registered_peek=False, seed=0,
+              cycles=600):
+    rng = random.Random(seed)
+    if kind == "ring":
+        q = RingQueue(unsigned(W), depth, npush, npop, registered_peek=registered_peek)
+    else:
+        q = MultiQueue(unsigned(W), depth, npush, npop, update=update)
+    m = Module()
+    m.submodules.q = q
+    pos = Signal(range(depth))               # random-access read: slot (ring) or offset
+    rd = Signal(W)
+    m.d.comb += rd.eq(q.at_slot(pos) if kind == "ring" else q.at(pos))
+    offw = len(q.wr_off.as_value()) // npush
+
+    async def bench(ctx):
+        ref = deque()
+        head = 0                              # the ring's head slot in the reference
+        for cyc in range(cycles):
+            level = len(ref)
+            assert ctx.get(q.level) == level, (cyc, "level")
+            assert ctx.get(q.space) == depth - level, (cyc, "space")
+            for i in range(min(npop, level)):
+                assert ctx.get(q.peek[i]) == ref[i], (cyc, "peek", i)
+            if level:
+                k = rng.randrange(level)
+                if kind == "ring":
+                    assert ctx.get(q.head) == head, (cyc, "head")
+                    ctx.set(pos, (head + k) % depth)
+                else:
+                    ctx.set(pos, k)
+                assert ctx.get(rd) == ref[k], (cyc, "at", k)
+            # this cycle's operations; mostly full speed, sometimes starved or stalled
+            pop_n = rng.randint(0, min(npop, level))
+            push_n = rng.randint(0, min(npush, depth - level))
+            if rng.random() < 0.3:
+                push_n = min(npush, depth - level)
+            writers = rng.sample(range(npush), push_n)
+            data = [rng.randrange(1 << W) for _ in range(push_n)]
+            en, offs, wdat = 0, [0] * npush, [rng.randrange(1 << W) for _ in range(npush)]
+            for o, k in enumerate(writers):
+                en |= 1 << k
+                offs[k] = o
+                wdat[k] = data[o]
+            for k in range(npush):           # idle writers carry junk offsets
+                if not en >> k & 1:
+                    offs[k] = rng.randrange(1 << offw)
+            ctx.set(q.push_n, push_n)
+            ctx.set(q.wr_en, en)
+            ctx.set(q.wr_off.as_value(), _pack(offs, offw))
+            ctx.set(q.wr_data.as_value(), _pack(wdat, W))
+            ctx.set(q.pop_n, pop_n)
+            if update:
+                ue = level > 0 and rng.random() < 0.5
+                uo = rng.randrange(level) if ue else rng.randrange(depth)
+                ud = rng.randrange(1 << W)
+                ctx.set(q.upd_en, ue)
+                ctx.set(q.upd_off, uo)
+                ctx.set(q.upd_data, ud)
+                if ue:
+                    lo, hi = (0, W) if update is True else update
+                    mask = ((1 << hi) - 1) & ~((1 << lo) - 1)
+                    ref[uo] = (ref[uo] & ~mask) | (ud & mask)
+            restart = False
+            if kind == "ring":
+                restart = level == 0 and push_n == 0 and rng.random() < 0.3
+                ctx.set(q.restart, restart)
+            await ctx.tick()
+            for _ in range(pop_n):
+                ref.popleft()
+            head = 0 if restart else (head + pop_n) % depth
+            ref.extend(data)
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+@pytest.mark.parametrize("registered_peek", [False, True], ids=["mux-peek", "reg-peek"])
+@pytest.mark.parametrize("depth,npush,npop", [(4, 4, 1), (4, 2, 1), (8, 1, 4), (8, 4, 2),
+                                             (2, 1, 1)])
+def test_ring_queue(depth, npush, npop, registered_peek):
+    run_queue("ring", depth, npush, npop, registered_peek=registered_peek, seed=depth * npop)
+
+
+@pytest.mark.parametrize("depth,npush,npop,update", [(4, 4, 1, False), (8, 1, 4, True),
+                                                    (8, 2, 2, True), (8, 1, 4, (2, 5))])
+def test_multi_queue(depth, npush, npop, update):
+    run_queue("multi", depth, npush, npop, update=update, seed=depth + npush)
