@@ -265,11 +265,9 @@ class AccessCounterArray(wiring.Component):
             m.d.comb += h.eq(old[w].valid & (old[w].key == key))
             hits.append(h)
         hit = Cat(*hits)
-        vals = []
-        for w in range(ways):
-            v = Signal(cbits + 1, name=f"s2_val_b{b}_w{w}")   # (valid, count); 0 if invalid
-            m.d.comb += v.eq(Mux(old[w].valid, Cat(old[w].count, Const(1, 1)), 0))
-            vals.append(v)
+        # (valid, count): 0 for an invalid way, whose count is always 0 (ways are only
+        # invalidated by a clear, which zeroes them, and a lookup makes a way valid)
+        vals = [Cat(old[w].count, old[w].valid) for w in range(ways)]
         # lt[(a, c)] for a > c: way a is strictly smaller than the lower way c
         lt = {}
         for a in range(ways):
@@ -447,6 +445,7 @@ class AccessCounterArray(wiring.Component):
             s2_lk = Signal(name=f"s2_lk_b{b}")      # the kind of S2's op, one-hot
             s2_age = Signal(name=f"s2_age_b{b}")
             s2_clr = Signal(name=f"s2_clr_b{b}")
+            s2_rd = Signal(name=f"s2_rd_b{b}")      # S2 holds a read
             s2_old = Signal(layout, name=f"s2_old_b{b}")
             s2_sel = Signal(ways, name=f"s2_sel_b{b}")
             s3_old = Signal(layout, name=f"s3_old_b{b}")
@@ -479,6 +478,7 @@ class AccessCounterArray(wiring.Component):
                 s2_lk.eq(s1.kind == _OP_LOOKUP),
                 s2_age.eq(s1.kind == _OP_AGE),
                 s2_clr.eq(s1.kind == _OP_CLEAR),
+                s2_rd.eq(s1.valid & (s1.kind == _OP_READ)),
             ]
 
             # S2: the operand is the newest of s3_new, lw, lw2 and the memory word that holds
@@ -515,9 +515,8 @@ class AccessCounterArray(wiring.Component):
                 lw2_data.eq(lw_data),
             ]
 
-            is_read = s2.valid & (s2.kind == _OP_READ)
-            resp_en = resp_en | is_read
-            resp_data = resp_data | Mux(is_read, s2_old.as_value(), 0)
+            resp_en = resp_en | s2_rd
+            resp_data = resp_data | Mux(s2_rd, s2_old.as_value(), 0)
             in_flight = in_flight | s1.valid | s2.valid | s3.valid
 
         # --- read responses -------------------------------------------------------------
