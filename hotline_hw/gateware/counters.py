@@ -132,34 +132,49 @@ class AccessCounterArray(wiring.Component):
     Each bank has one simple dual-port memory (one synchronous, non-transparent read port and
     one write port) and a four-stage pipeline that never stalls:
 
-    * **S0 dispatch**: the *window* holds up to ``window`` accepted beats with their set
-      indices (the H3 hash is computed on the input and registered with the beat) and the
-      mask of lanes not yet dispatched. Each bank takes the first pending lookup *in stream
-      order* that maps to it (oldest beat first, then lowest lane) and presents its row to
-      the memory's read port. A sweep or a read takes S0 instead when the window is empty.
-    * **S1 read**: the memory word arrives. If the write of the previous cycle (register
-      ``lw``) went to the same row, its data replace the memory word (the read and that write
-      happened at the same clock edge, when a non-transparent read returns the old word, and
-      FPGA block RAM an undefined one). If S3 writes the same row in this cycle, its data
-      (``s3_new``) replace the word again on the way into S2's register ``s2_base``. S1 also
-      compares its row with S2's row and registers the result (``s2_fwd``).
-    * **S2 decide**: the operand is the data S3 writes in this cycle (``s3_new``) if S1 found
-      the same row in S2 (``s2_fwd``), else ``s2_base``. S2 decides which ways a lookup
-      writes (``s3_sel``: the hitting way, else the victim, found by comparing all pairs of
-      ways in parallel), computes every way's saturating increment (``s3_inc``) and registers
-      them with the operand (``s3_old``). A read takes its response here.
-    * **S3 write**: the new set (``s3_new``: the selected ways of ``s3_old`` become
-      ``(1, key, s3_inc or 1)``, or every count halved, or all zero) is only multiplexers of
-      S3's registers. It is written at the end of the cycle and kept in ``lw``.
+    * **S0 dispatch**: the *window* holds up to ``window`` accepted beats with their keys,
+      rows and one-hot banks (the H3 hash is computed on the input and registered with the
+      beat) and the mask of lanes not yet dispatched. A beat is loaded into a free slot and
+      stays there until its last lane is dispatched (its key / row / bank registers are only
+      written on a load, so they need no multiplexers); a small matrix of registers
+      (``slot_older``) records which slot holds the older beat. Each bank takes the first
+      pending lookup *in stream order* that maps to it (oldest beat first, then lowest lane:
+      the lane requests the bank, no lower lane of its beat does, no older beat does),
+      presents its row to the memory's read port and registers the one-hot grant
+      (``s1_grant``). A sweep or a read takes S0 instead when the window is empty.
+    * **S1 read**: the memory word arrives and is registered as it is (``s2_base``). The
+      lookup's key is selected from the grant and a copy of the last cycle's window keys
+      (``prev_keys``), all registers. S1 compares its row with those of the three newer
+      writes it may have missed and registers the results, so that every forwarding
+      multiplexer of S2 has a register as its select: ``s2_f1`` (the op in S2, whose data
+      S3 writes in S2's cycle: ``s3_new``), ``s2_f2`` (the op in S3, in ``lw`` by then) and
+      ``s2_f3`` (the write in ``lw``, in ``lw2`` by then; it happened at the clock edge of
+      our read, when a non-transparent read returns the old word, and FPGA block RAM an
+      undefined one).
+    * **S2 decide**: the operand is the newest of ``s3_new`` (``s2_f1``), ``lw`` (``s2_f2``),
+      ``lw2`` (``s2_f3``) and ``s2_base``. S2 decides which ways a lookup writes (the
+      hitting way, else the victim, found by comparing all pairs of ways in parallel), and
+      registers with the operand (``s3_old``): the ways whose valid bit and key S3 replaces
+      (``s3_tag_take``: the selected way of a lookup, every way of a clear), the ways whose
+      count it replaces (``s3_cnt_take``: also every way of an aging row), the new counts
+      (``s3_cnt``: the saturating increment, or 1 for an invalid way; the halved count; 0)
+      and the new valid bit (``s3_flag``). A read takes its response here.
+    * **S3 write**: the new set (``s3_new``) is one 2-input multiplexer per bit of S3's
+      registers (a sweep op's key is 0, so a clear writes all zeros). It is written at the
+      end of the cycle and kept in ``lw``, then ``lw2``.
 
-    So a lookup to the same set one cycle later takes S3's result in S2, one two cycles later
-    takes it in S1 (into ``s2_base``), one three cycles later takes it through ``lw`` in S1,
-    and one four or more cycles later reads it from memory: back-to-back lookups of one set
-    never stall and always see every earlier update. Sweeps and reads go down the same
-    pipeline in order, so they are forwarded the same way. The only loop is S3 -> S2 -> S3:
-    ``s3_*`` registers -> ``s3_new`` multiplexers -> operand mux -> tag compare / pairwise
-    count compare -> ``s3_sel``; no adder lies on it (the increment is precomputed by S2
-    for S3, and S3's output needs none).
+    So a lookup to the same set one, two or three cycles later takes the newer data in S2
+    (from ``s3_new``, ``lw`` or ``lw2``), and one four or more cycles later reads it from
+    memory: back-to-back lookups of one set never stall and always see every earlier update.
+    Sweeps and reads go down the same pipeline in order, so they are forwarded the same way.
+    The only loop is S3 -> S2 -> S3: ``s3_*`` registers -> ``s3_new`` multiplexers -> operand
+    mux -> tag compare / pairwise count compare -> ``s3_tag_take``; no adder lies on it (the
+    counts are computed by S2 for S3, and S3's output needs none).
+
+    Area: every wide multiplexer (the 4:1 operand mux, S3's per-bit mux, the S1 key select,
+    the read response) has register selects. A select computed by a few levels of logic
+    in the same cycle makes the LUT mapper copy that logic into every bit of a 168-bit word
+    (``ulx3s``: 13.0k LUT4 for the array before, 8.3k after, Yosys 0.23 ``synth_ecp5``).
 
     Banking and stalls
     ------------------
@@ -333,6 +348,12 @@ class AccessCounterArray(wiring.Component):
         # slot_older[j][k]: the beat in slot k is older than the one in slot j (meaningful
         # when both slots hold lanes to dispatch)
         slot_older = [Signal(depth, name=f"slot{j}_older") for j in range(depth)]
+        # The keys of the last cycle's window, and the lanes each bank took from it: S1
+        # selects a lookup's key from registers (S0 only needs the row, for the memory).
+        prev_keys = [Signal(data.ArrayLayout(key_bits, lanes), name=f"slot{j}_prev_keys",
+                            reset_less=True) for j in range(depth)]
+        s1_grant = [Signal(depth * lanes, name=f"s1_grant_b{b}") for b in range(banks)]
+        m.d.sync += [prev_keys[j].eq(slot_keys[j]) for j in range(depth)]
         sweep_pending = Signal()
         sweep_kind = Signal(2)
         sweep_row = Signal(range(rows))
@@ -362,8 +383,8 @@ class AccessCounterArray(wiring.Component):
                                                         for i in range(lanes)]))
                 reqs.append(req)
                 any_req.append(req.any())
-            key = Const(0, key_bits)
             row = Const(0, row_bits)
+            grants = []
             for j in range(depth):
                 blocked = Signal(name=f"blocked_b{b}_s{j}")   # an older slot requests b
                 m.d.comb += blocked.eq(Cat(*[slot_older[j][k] & any_req[k]
@@ -374,13 +395,14 @@ class AccessCounterArray(wiring.Component):
                     m.d.comb += g.eq(reqs[j][i] & ~blocked
                                      & (reqs[j][:i] == 0 if i else Const(1, 1)))
                     grant.append(g)
-                    key = key | Mux(g, slot_keys[j][i], 0)
+                    grants.append(g)
                     row = row | Mux(g, slot_rows[j][i], 0)
                 issued[j] = issued[j] | Cat(*grant)
+            m.d.sync += s1_grant[b].eq(Cat(*grants))
             m.d.comb += [
                 lookup_ops[b].valid.eq(Cat(*any_req).any()),
                 lookup_ops[b].kind.eq(_OP_LOOKUP),
-                lookup_ops[b].key.eq(key),
+                lookup_ops[b].key.eq(0),     # S1 selects it (s1_key)
                 lookup_ops[b].row.eq(row),
             ]
         remaining = [Signal(lanes, name=f"slot{j}_remaining") for j in range(depth)]
@@ -460,6 +482,13 @@ class AccessCounterArray(wiring.Component):
             lw2_data = Signal(layout, name=f"lw2_data_b{b}")
 
             m.d.comb += [rp.addr.eq(s0[b].row), rp.en.eq(s0[b].valid)]
+            # the key of S1's lookup (0 for sweeps and reads, which dispatch no lane)
+            s1_key = Signal(key_bits, name=f"s1_key_b{b}")
+            k1 = Const(0, key_bits)
+            for j in range(depth):
+                for i in range(lanes):
+                    k1 = k1 | Mux(s1_grant[b][j * lanes + i], prev_keys[j][i], 0)
+            m.d.comb += s1_key.eq(k1)
             m.d.sync += s1.eq(s0[b])
 
             s2_writes = s2.valid & (s2.kind != _OP_READ)
@@ -471,6 +500,7 @@ class AccessCounterArray(wiring.Component):
             # so S2's multiplexers have registered selects.
             m.d.sync += [
                 s2.eq(s1),
+                s2.key.eq(s1_key),
                 s2_base.eq(rp.data),
                 s2_f1.eq(s2_writes & (s2.row == s1.row)),
                 s2_f2.eq(s3_writes & (s3.row == s1.row)),
