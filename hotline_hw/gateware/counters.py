@@ -600,8 +600,10 @@ class AccessCounterArray(wiring.Component):
         # The next window: every slot keeps its lanes still to dispatch; an accepted beat
         # goes into the lowest slot left empty, as the youngest.
         free = [~remaining[j].any() for j in range(depth)]
+        loads = []
         for j in range(depth):
             load = Signal(name=f"slot{j}_load")
+            loads.append(load)
             m.d.comb += load.eq(accept & free[j] & Cat(*[~f for f in free[:j]]).all())
             with m.If(load):
                 m.d.sync += [
@@ -612,11 +614,13 @@ class AccessCounterArray(wiring.Component):
                                                 for b in range(banks)])
                                           for i in range(lanes)])),
                 ]
-                # every other slot is older than this one, this one older than none
-                m.d.sync += [slot_older[j][k].eq(1) for k in range(depth) if k != j]
-                m.d.sync += [slot_older[k][j].eq(0) for k in range(depth) if k != j]
             with m.Else():
                 m.d.sync += slot_mask[j].eq(remaining[j])
+        # a loaded slot: every other slot is older than it, it is older than none
+        for j in range(depth):
+            m.d.sync += slot_older[j].eq(Cat(*[
+                Const(0, 1) if k == j else Mux(loads[j], 1, Mux(loads[k], 0, slot_older[j][k]))
+                for k in range(depth)]))
 
         period = Mux(self.learn_period == 0, 1, self.learn_period)
         phase_next = phase + 1
