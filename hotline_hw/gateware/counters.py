@@ -174,7 +174,8 @@ class AccessCounterArray(wiring.Component):
     Area: every wide multiplexer (the 4:1 operand mux, S3's per-bit mux, the S1 key select,
     the read response) has register selects. A select computed by a few levels of logic
     in the same cycle makes the LUT mapper copy that logic into every bit of a 168-bit word
-    (``ulx3s``: 13.0k LUT4 for the array before, 8.3k after, Yosys 0.23 ``synth_ecp5``).
+    (``ulx3s``: 13.0k LUT4 for the array before, 8.1k after, Yosys 0.23 ``synth_ecp5
+    -noflatten``).
 
     Banking and stalls
     ------------------
