@@ -132,34 +132,50 @@ class AccessCounterArray(wiring.Component):
     Each bank has one simple dual-port memory (one synchronous, non-transparent read port and
     one write port) and a four-stage pipeline that never stalls:
 
-    * **S0 dispatch**: the *window* holds up to ``window`` accepted beats with their set
-      indices (the H3 hash is computed on the input and registered with the beat) and the
-      mask of lanes not yet dispatched. Each bank takes the first pending lookup *in stream
-      order* that maps to it (oldest beat first, then lowest lane) and presents its row to
-      the memory's read port. A sweep or a read takes S0 instead when the window is empty.
-    * **S1 read**: the memory word arrives. If the write of the previous cycle (register
-      ``lw``) went to the same row, its data replace the memory word (the read and that write
-      happened at the same clock edge, when a non-transparent read returns the old word, and
-      FPGA block RAM an undefined one). If S3 writes the same row in this cycle, its data
-      (``s3_new``) replace the word again on the way into S2's register ``s2_base``. S1 also
-      compares its row with S2's row and registers the result (``s2_fwd``).
-    * **S2 decide**: the operand is the data S3 writes in this cycle (``s3_new``) if S1 found
-      the same row in S2 (``s2_fwd``), else ``s2_base``. S2 decides which ways a lookup
-      writes (``s3_sel``: the hitting way, else the victim, found by comparing all pairs of
-      ways in parallel), computes every way's saturating increment (``s3_inc``) and registers
-      them with the operand (``s3_old``). A read takes its response here.
-    * **S3 write**: the new set (``s3_new``: the selected ways of ``s3_old`` become
-      ``(1, key, s3_inc or 1)``, or every count halved, or all zero) is only multiplexers of
-      S3's registers. It is written at the end of the cycle and kept in ``lw``.
+    * **S0 dispatch**: the *window* holds up to ``window`` accepted beats with their keys,
+      rows and one-hot banks (the H3 hash is computed on the input and registered with the
+      beat) and the mask of lanes not yet dispatched. A beat is loaded into a free slot and
+      stays there until its last lane is dispatched (its key / row / bank registers are only
+      written on a load, so they need no multiplexers); a small matrix of registers
+      (``slot_older``) records which slot holds the older beat. Each bank takes the first
+      pending lookup *in stream order* that maps to it (oldest beat first, then lowest lane:
+      the lane requests the bank, no lower lane of its beat does, no older beat does),
+      presents its row to the memory's read port and registers the one-hot grant
+      (``s1_grant``). A sweep or a read takes S0 instead when the window is empty.
+    * **S1 read**: the memory word arrives and is registered as it is (``s2_base``). The
+      lookup's key is selected from the grant and a copy of the last cycle's window keys
+      (``prev_keys``), all registers. S1 compares its row with those of the three newer
+      writes it may have missed and registers the results, so that every forwarding
+      multiplexer of S2 has a register as its select: ``s2_f1`` (the op in S2, whose data
+      S3 writes in S2's cycle: ``s3_new``), ``s2_f2`` (the op in S3, in ``lw`` by then) and
+      ``s2_f3`` (the write in ``lw``, in ``lw2`` by then; it happened at the clock edge of
+      our read, when a non-transparent read returns the old word, and FPGA block RAM an
+      undefined one).
+    * **S2 decide**: the operand is the newest of ``s3_new`` (``s2_f1``), ``lw`` (``s2_f2``),
+      ``lw2`` (``s2_f3``) and ``s2_base``. S2 decides which ways a lookup writes (the
+      hitting way, else the victim, found by comparing all pairs of ways in parallel), and
+      registers with the operand (``s3_old``): the ways whose valid bit and key S3 replaces
+      (``s3_tag_take``: the selected way of a lookup, every way of a clear), the ways whose
+      count it replaces (``s3_cnt_take``: also every way of an aging row), the new counts
+      (``s3_cnt``: the saturating increment, or 1 for an invalid way; the halved count; 0)
+      and the new valid bit (``s3_flag``). A read takes its response here.
+    * **S3 write**: the new set (``s3_new``) is one 2-input multiplexer per bit of S3's
+      registers (a sweep op's key is 0, so a clear writes all zeros). It is written at the
+      end of the cycle and kept in ``lw``, then ``lw2``.
 
-    So a lookup to the same set one cycle later takes S3's result in S2, one two cycles later
-    takes it in S1 (into ``s2_base``), one three cycles later takes it through ``lw`` in S1,
-    and one four or more cycles later reads it from memory: back-to-back lookups of one set
-    never stall and always see every earlier update. Sweeps and reads go down the same
-    pipeline in order, so they are forwarded the same way. The only loop is S3 -> S2 -> S3:
-    ``s3_*`` registers -> ``s3_new`` multiplexers -> operand mux -> tag compare / pairwise
-    count compare -> ``s3_sel``; no adder lies on it (the increment is precomputed by S2
-    for S3, and S3's output needs none).
+    So a lookup to the same set one, two or three cycles later takes the newer data in S2
+    (from ``s3_new``, ``lw`` or ``lw2``), and one four or more cycles later reads it from
+    memory: back-to-back lookups of one set never stall and always see every earlier update.
+    Sweeps and reads go down the same pipeline in order, so they are forwarded the same way.
+    The only loop is S3 -> S2 -> S3: ``s3_*`` registers -> ``s3_new`` multiplexers -> operand
+    mux -> tag compare / pairwise count compare -> ``s3_tag_take``; no adder lies on it (the
+    counts are computed by S2 for S3, and S3's output needs none).
+
+    Area: every wide multiplexer (the 4:1 operand mux, S3's per-bit mux, the S1 key select,
+    the read response) has register selects. A select computed by a few levels of logic
+    in the same cycle makes the LUT mapper copy that logic into every bit of a 168-bit word
+    (``ulx3s``: 13.0k LUT4 for the array before, 8.1k after, Yosys 0.23 ``synth_ecp5
+    -noflatten``).
 
     Banking and stalls
     ------------------
@@ -265,11 +281,9 @@ class AccessCounterArray(wiring.Component):
             m.d.comb += h.eq(old[w].valid & (old[w].key == key))
             hits.append(h)
         hit = Cat(*hits)
-        vals = []
-        for w in range(ways):
-            v = Signal(cbits + 1, name=f"s2_val_b{b}_w{w}")   # (valid, count); 0 if invalid
-            m.d.comb += v.eq(Mux(old[w].valid, Cat(old[w].count, Const(1, 1)), 0))
-            vals.append(v)
+        # (valid, count): 0 for an invalid way, whose count is always 0 (ways are only
+        # invalidated by a clear, which zeroes them, and a lookup makes a way valid)
+        vals = [Cat(old[w].count, old[w].valid) for w in range(ways)]
         # lt[(a, c)] for a > c: way a is strictly smaller than the lower way c
         lt = {}
         for a in range(ways):
@@ -288,29 +302,19 @@ class AccessCounterArray(wiring.Component):
         with m.Else():
             m.d.comb += sel.eq(victim)
 
-    def _apply(self, m, kind, key, sel, old, inc, new):
-        """S3: drive ``new`` (comb) with the set ``old`` after operation ``kind``. For a
-        lookup, every way of ``sel`` becomes ``(1, key, inc[w] if valid else 1)``: a hit
-        increments its count, a victim gets ``min(count + 1, counter_max)`` if it was valid
-        and 1 if not (the rules of the module docstring). ``inc`` holds every way's
-        saturating increment, computed one stage earlier, so this stage is only
-        multiplexers."""
-        ways = self._cfg.counter_ways
-        m.d.comb += new.eq(old)
-        with m.Switch(kind):
-            with m.Case(_OP_LOOKUP):
-                for w in range(ways):
-                    with m.If(sel[w]):
-                        m.d.comb += [
-                            new[w].valid.eq(1),
-                            new[w].key.eq(key),
-                            new[w].count.eq(Mux(old[w].valid, inc[w], 1)),
-                        ]
-            with m.Case(_OP_AGE):
-                for w in range(ways):
-                    m.d.comb += new[w].count.eq(old[w].count >> 1)
-            with m.Case(_OP_CLEAR):
-                m.d.comb += new.eq(0)
+    def _apply(self, m, flag, key, tag_take, cnt_take, cnt, old, new):
+        """S3: drive ``new`` (comb) with the set ``old`` after the operation decided by S2.
+        Way ``w`` gets ``(flag, key)`` as its valid bit and key where ``tag_take[w]`` is set
+        (a lookup's hitting way or victim: ``(1, lookup key)``; every way of a clear row:
+        ``(0, 0)``), and ``cnt[w]`` as its count where ``cnt_take[w]`` is set (S2 computed it:
+        the saturating increment or 1, the halved count of an aging row, 0 for a clear).
+        Every bit is one 3-input multiplexer of S3's registers."""
+        for w in range(self._cfg.counter_ways):
+            m.d.comb += [
+                new[w].valid.eq(Mux(tag_take[w], flag, old[w].valid)),
+                new[w].key.eq(Mux(tag_take[w], key, old[w].key)),
+                new[w].count.eq(Mux(cnt_take[w], cnt[w], old[w].count)),
+            ]
 
     def elaborate(self, platform):
         cfg = self._cfg
@@ -329,14 +333,28 @@ class AccessCounterArray(wiring.Component):
         })
 
         # --- control state ------------------------------------------------------------
-        # The window: beats accepted and not yet fully dispatched, slot 0 the oldest.
+        # The window: beats accepted and not yet fully dispatched. A beat stays in the slot
+        # it was loaded into until it is fully dispatched (its key, row and bank registers
+        # are only written when a beat is loaded, so they need no multiplexers); the age
+        # order of the slots is kept in ``slot_older``.
         depth = self._window
-        slot_keys = [Signal(data.ArrayLayout(key_bits, lanes), name=f"slot{j}_keys")
-                     for j in range(depth)]
-        slot_sets = [Signal(data.ArrayLayout(set_bits, lanes), name=f"slot{j}_sets")
-                     for j in range(depth)]
+        slot_keys = [Signal(data.ArrayLayout(key_bits, lanes), name=f"slot{j}_keys",
+                            reset_less=True) for j in range(depth)]
+        slot_rows = [Signal(data.ArrayLayout(row_bits, lanes), name=f"slot{j}_rows",
+                            reset_less=True) for j in range(depth)]
+        slot_bank = [Signal(data.ArrayLayout(banks, lanes), name=f"slot{j}_bank",
+                            reset_less=True) for j in range(depth)]   # one-hot per lane
         slot_mask = [Signal(lanes, name=f"slot{j}_mask")    # lanes still to dispatch
                      for j in range(depth)]
+        # slot_older[j][k]: the beat in slot k is older than the one in slot j (meaningful
+        # when both slots hold lanes to dispatch)
+        slot_older = [Signal(depth, name=f"slot{j}_older") for j in range(depth)]
+        # The keys of the last cycle's window, and the lanes each bank took from it: S1
+        # selects a lookup's key from registers (S0 only needs the row, for the memory).
+        prev_keys = [Signal(data.ArrayLayout(key_bits, lanes), name=f"slot{j}_prev_keys",
+                            reset_less=True) for j in range(depth)]
+        s1_grant = [Signal(depth * lanes, name=f"s1_grant_b{b}") for b in range(banks)]
+        m.d.sync += [prev_keys[j].eq(slot_keys[j]) for j in range(depth)]
         sweep_pending = Signal()
         sweep_kind = Signal(2)
         sweep_row = Signal(range(rows))
@@ -352,31 +370,40 @@ class AccessCounterArray(wiring.Component):
 
         # --- S0: dispatch -------------------------------------------------------------
         # Each bank takes the first pending lookup in stream order (oldest slot, then lowest
-        # lane) among those that map to it.
+        # lane) among those that map to it: a lane is granted if it requests the bank, no
+        # lower lane of its slot does and no older slot does. The grants are one-hot.
         s0 = [Signal(op_layout, name=f"s0_b{b}") for b in range(banks)]
         lookup_ops = [Signal(op_layout, name=f"s0_lookup_b{b}") for b in range(banks)]
         issued = [Const(0, lanes) for _ in range(depth)]
         for b in range(banks):
-            before = Const(0, 1)
-            key = Const(0, key_bits)
-            row = Const(0, row_bits)
+            reqs = []
+            any_req = []
             for j in range(depth):
+                req = Signal(lanes, name=f"req_b{b}_s{j}")
+                m.d.comb += req.eq(slot_mask[j] & Cat(*[slot_bank[j][i][b]
+                                                        for i in range(lanes)]))
+                reqs.append(req)
+                any_req.append(req.any())
+            row = Const(0, row_bits)
+            grants = []
+            for j in range(depth):
+                blocked = Signal(name=f"blocked_b{b}_s{j}")   # an older slot requests b
+                m.d.comb += blocked.eq(Cat(*[slot_older[j][k] & any_req[k]
+                                             for k in range(depth) if k != j]).any())
                 grant = []
                 for i in range(lanes):
-                    req = Signal(name=f"req_b{b}_s{j}_l{i}")
-                    m.d.comb += req.eq(slot_mask[j][i] & (slot_sets[j][i][:bank_bits] == b))
-                    g = req & ~before
-                    taken = Signal(name=f"taken_b{b}_s{j}_l{i}")   # a request so far
-                    m.d.comb += taken.eq(before | req)
-                    before = taken
+                    g = Signal(name=f"grant_b{b}_s{j}_l{i}")
+                    m.d.comb += g.eq(reqs[j][i] & ~blocked
+                                     & (reqs[j][:i] == 0 if i else Const(1, 1)))
                     grant.append(g)
-                    key = key | Mux(g, slot_keys[j][i], 0)
-                    row = row | Mux(g, slot_sets[j][i][bank_bits:], 0)
+                    grants.append(g)
+                    row = row | Mux(g, slot_rows[j][i], 0)
                 issued[j] = issued[j] | Cat(*grant)
+            m.d.sync += s1_grant[b].eq(Cat(*grants))
             m.d.comb += [
-                lookup_ops[b].valid.eq(before),
+                lookup_ops[b].valid.eq(Cat(*any_req).any()),
                 lookup_ops[b].kind.eq(_OP_LOOKUP),
-                lookup_ops[b].key.eq(key),
+                lookup_ops[b].key.eq(0),     # S1 selects it (s1_key)
                 lookup_ops[b].row.eq(row),
             ]
         remaining = [Signal(lanes, name=f"slot{j}_remaining") for j in range(depth)]
@@ -432,54 +459,81 @@ class AccessCounterArray(wiring.Component):
             s1 = Signal(op_layout, name=f"s1_b{b}")
             s2 = Signal(op_layout, name=f"s2_b{b}")
             s3 = Signal(op_layout, name=f"s3_b{b}")
-            s1_word = Signal(layout, name=f"s1_word_b{b}")
+            # S2's operand: the memory word, or the data of one of the three writes that
+            # are newer than the memory word (selected by registers set in S1)
             s2_base = Signal(layout, name=f"s2_base_b{b}")
-            s2_fwd = Signal(name=f"s2_fwd_b{b}")
+            s2_f1 = Signal(name=f"s2_f1_b{b}")      # S3 writes our row now (s3_new)
+            s2_f2 = Signal(name=f"s2_f2_b{b}")      # the last write (lw) went to our row
+            s2_f3 = Signal(name=f"s2_f3_b{b}")      # the write before it (lw2) did
+            s2_lk = Signal(name=f"s2_lk_b{b}")      # the kind of S2's op, one-hot
+            s2_age = Signal(name=f"s2_age_b{b}")
+            s2_clr = Signal(name=f"s2_clr_b{b}")
+            s2_rd = Signal(name=f"s2_rd_b{b}")      # S2 holds a read
             s2_old = Signal(layout, name=f"s2_old_b{b}")
             s2_sel = Signal(ways, name=f"s2_sel_b{b}")
             s3_old = Signal(layout, name=f"s3_old_b{b}")
-            s3_inc = Signal(data.ArrayLayout(cbits, ways), name=f"s3_inc_b{b}")
-            s3_sel = Signal(ways, name=f"s3_sel_b{b}")
+            s3_flag = Signal(name=f"s3_flag_b{b}")  # valid bit of the ways S3 retags
+            s3_tt = Signal(ways, name=f"s3_tag_take_b{b}")
+            s3_tc = Signal(ways, name=f"s3_cnt_take_b{b}")
+            s3_cnt = Signal(data.ArrayLayout(cbits, ways), name=f"s3_cnt_b{b}")
             s3_new = Signal(layout, name=f"s3_new_b{b}")
             lw_valid = Signal(name=f"lw_valid_b{b}")
             lw_row = Signal(row_bits, name=f"lw_row_b{b}")
             lw_data = Signal(layout, name=f"lw_data_b{b}")
+            lw2_data = Signal(layout, name=f"lw2_data_b{b}")
 
             m.d.comb += [rp.addr.eq(s0[b].row), rp.en.eq(s0[b].valid)]
+            # the key of S1's lookup (0 for sweeps and reads, which dispatch no lane)
+            s1_key = Signal(key_bits, name=f"s1_key_b{b}")
+            k1 = Const(0, key_bits)
+            for j in range(depth):
+                for i in range(lanes):
+                    k1 = k1 | Mux(s1_grant[b][j * lanes + i], prev_keys[j][i], 0)
+            m.d.comb += s1_key.eq(k1)
             m.d.sync += s1.eq(s0[b])
 
             s2_writes = s2.valid & (s2.kind != _OP_READ)
             s3_writes = s3.valid & (s3.kind != _OP_READ)
 
-            # S1: the write at the edge of our read (lw) replaces the memory word; S3's write
-            # at the end of this cycle replaces it again on the way into S2's register.
-            with m.If(lw_valid & (lw_row == s1.row)):
-                m.d.comb += s1_word.eq(lw_data)
-            with m.Else():
-                m.d.comb += s1_word.eq(rp.data)
+            # S1: register the memory word as it is, and which of the newer writes S2 must
+            # take instead: in S2's cycle, the op now in S2 is in S3 (s3_new), the one now in
+            # S3 is in lw, and the write now in lw is in lw2. Row compares of registers only,
+            # so S2's multiplexers have registered selects.
             m.d.sync += [
                 s2.eq(s1),
-                s2_base.eq(Mux(s3_writes & (s3.row == s1.row), s3_new, s1_word)),
-                s2_fwd.eq(s2_writes & (s2.row == s1.row)),
+                s2.key.eq(s1_key),
+                s2_base.eq(rp.data),
+                s2_f1.eq(s2_writes & (s2.row == s1.row)),
+                s2_f2.eq(s3_writes & (s3.row == s1.row)),
+                s2_f3.eq(lw_valid & (lw_row == s1.row)),
+                s2_lk.eq(s1.kind == _OP_LOOKUP),
+                s2_age.eq(s1.kind == _OP_AGE),
+                s2_clr.eq(s1.kind == _OP_CLEAR),
+                s2_rd.eq(s1.valid & (s1.kind == _OP_READ)),
             ]
 
-            # S2: the write S3 makes in this cycle (s3_new) replaces the registered word if
-            # S1 found the same row there. S2 decides which ways a lookup writes and
-            # precomputes every way's saturating increment.
-            with m.If(s2_fwd):
-                m.d.comb += s2_old.eq(s3_new)
-            with m.Else():
-                m.d.comb += s2_old.eq(s2_base)
+            # S2: the operand is the newest of s3_new, lw, lw2 and the memory word that holds
+            # the row. S2 decides which ways a lookup writes and computes the counts S3
+            # writes.
+            m.d.comb += s2_old.eq(Mux(s2_f1, s3_new,
+                                      Mux(s2_f2, lw_data, Mux(s2_f3, lw2_data, s2_base))))
             self._decide(m, s2.key, s2_old, s2_sel, b)
             m.d.sync += [
                 s3.eq(s2),
                 s3_old.eq(s2_old),
-                s3_sel.eq(s2_sel),
+                s3_flag.eq(s2_lk),
+                s3_tt.eq(Mux(s2_clr, (1 << ways) - 1, Mux(s2_lk, s2_sel, 0))),
+                s3_tc.eq(Mux(s2_clr | s2_age, (1 << ways) - 1, Mux(s2_lk, s2_sel, 0))),
             ]
-            m.d.sync += [s3_inc[w].eq(self._sat_inc(s2_old[w].count)) for w in range(ways)]
+            for w in range(ways):
+                c = s2_old[w].count
+                m.d.sync += s3_cnt[w].eq(
+                    Mux(s2_age, c >> 1,
+                        Mux(s2_clr | ~s2_old[w].valid, Mux(s2_clr, 0, 1), self._sat_inc(c))))
 
-            # S3: apply the decision and write; keep the write in lw for S1's forwarding.
-            self._apply(m, s3.kind, s3.key, s3_sel, s3_old, s3_inc, s3_new)
+            # S3: apply the decision and write; keep the write in lw (and lw2) for S2.
+            # (The key of a sweep op is 0, so a clear writes (0, 0, 0) to every way.)
+            self._apply(m, s3_flag, s3.key, s3_tt, s3_tc, s3_cnt, s3_old, s3_new)
             m.d.comb += [
                 wp.en.eq(s3_writes),
                 wp.addr.eq(s3.row),
@@ -489,11 +543,11 @@ class AccessCounterArray(wiring.Component):
                 lw_valid.eq(s3_writes),
                 lw_row.eq(s3.row),
                 lw_data.eq(s3_new),
+                lw2_data.eq(lw_data),
             ]
 
-            is_read = s2.valid & (s2.kind == _OP_READ)
-            resp_en = resp_en | is_read
-            resp_data = resp_data | Mux(is_read, s2_old.as_value(), 0)
+            resp_en = resp_en | s2_rd
+            resp_data = resp_data | Mux(s2_rd, s2_old.as_value(), 0)
             in_flight = in_flight | s1.valid | s2.valid | s3.valid
 
         # --- read responses -------------------------------------------------------------
@@ -544,23 +598,30 @@ class AccessCounterArray(wiring.Component):
         for i in range(lanes):
             m.d.comb += new_sets[i].eq(h3_expr(p.keys[i], SEED_COUNTER, key_bits, set_bits))
 
-        # The next window: the slots with lanes remaining, in order, then the new beat.
-        cands = [(remaining[j], slot_keys[j], slot_sets[j], remaining[j].any())
-                 for j in range(depth)]
-        cands.append((new_mask, p.keys, new_sets, accept))
-        for k in range(depth):
-            # slot k takes the k-th candidate that is present
-            mask, keys, sets = Const(0, lanes), Const(0, key_bits * lanes), \
-                Const(0, set_bits * lanes)
-            for c, (c_mask, c_keys, c_sets, c_here) in enumerate(cands):
-                if c < k:
-                    continue
-                n_before = sum(x[3] for x in cands[:c]) if c else Const(0, 1)
-                sel = c_here & (n_before == k)
-                mask = mask | Mux(sel, c_mask, 0)
-                keys = keys | Mux(sel, c_keys.as_value(), 0)
-                sets = sets | Mux(sel, c_sets.as_value(), 0)
-            m.d.sync += [slot_mask[k].eq(mask), slot_keys[k].eq(keys), slot_sets[k].eq(sets)]
+        # The next window: every slot keeps its lanes still to dispatch; an accepted beat
+        # goes into the lowest slot left empty, as the youngest.
+        free = [~remaining[j].any() for j in range(depth)]
+        loads = []
+        for j in range(depth):
+            load = Signal(name=f"slot{j}_load")
+            loads.append(load)
+            m.d.comb += load.eq(accept & free[j] & Cat(*[~f for f in free[:j]]).all())
+            with m.If(load):
+                m.d.sync += [
+                    slot_mask[j].eq(new_mask),
+                    slot_keys[j].eq(p.keys),
+                    slot_rows[j].eq(Cat(*[new_sets[i][bank_bits:] for i in range(lanes)])),
+                    slot_bank[j].eq(Cat(*[Cat(*[new_sets[i][:bank_bits] == b
+                                                for b in range(banks)])
+                                          for i in range(lanes)])),
+                ]
+            with m.Else():
+                m.d.sync += slot_mask[j].eq(remaining[j])
+        # a loaded slot: every other slot is older than it, it is older than none
+        for j in range(depth):
+            m.d.sync += slot_older[j].eq(Cat(*[
+                Const(0, 1) if k == j else Mux(loads[j], 1, Mux(loads[k], 0, slot_older[j][k]))
+                for k in range(depth)]))
 
         period = Mux(self.learn_period == 0, 1, self.learn_period)
         phase_next = phase + 1
