@@ -206,6 +206,12 @@ def run_build(plan, out, *, keep_files=False, force=False, log=print):
     desc = write_plan(plan, out)
     env = dict(os.environ)
     env.update(TOOL_ENV)
+    # the same overrides as the out-of-context flow (fpga.ooc): e.g. a native Yosys for a
+    # large design, whose synthesis needs more than YoWASP's 4 GB heap
+    for var, tool in (("HOTLINE_YOSYS", "YOSYS"), ("HOTLINE_NEXTPNR_ECP5", "NEXTPNR_ECP5"),
+                      ("HOTLINE_NEXTPNR_ICE40", "NEXTPNR_ICE40")):
+        if os.environ.get(var):
+            env[tool] = os.environ[var]
     # the YoWASP tools sit beside this Python (the venv's bin), which need not be on PATH
     # when hotline-hw is run by its full path
     tools = str(Path(sys.executable).parent)
