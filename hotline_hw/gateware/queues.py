@@ -20,6 +20,21 @@ from amaranth.utils import ceil_log2
 __all__ = ["MultiQueue", "RingQueue"]
 
 
+def _common_ports(q, layout, depth, npush, npop, name):
+    """The ports both queues share (push side, ``pop_n``, ``peek``, ``level``, ``space``),
+    set on ``q``; returns ``ceil_log2(depth)`` (also ``q._bits``)."""
+    q._bits = bits = ceil_log2(depth)
+    q.push_n = Signal(range(npush + 1), name=f"{name}_push_n")
+    q.wr_en = Signal(npush, name=f"{name}_wr_en")
+    q.wr_off = Signal(data.ArrayLayout(ceil_log2(max(2, npush)), npush), name=f"{name}_wr_off")
+    q.wr_data = Signal(data.ArrayLayout(layout, npush), name=f"{name}_wr_data")
+    q.pop_n = Signal(range(npop + 1), name=f"{name}_pop_n")
+    q.peek = Signal(data.ArrayLayout(layout, npop), name=f"{name}_peek")
+    q.level = Signal(range(depth + 1), name=f"{name}_level")
+    q.space = Signal(range(depth + 1), name=f"{name}_space", init=depth)
+    return bits
+
+
 class MultiQueue(Elaboratable):
     """A queue of ``depth`` register entries (``depth`` a power of two).
 
@@ -63,17 +78,7 @@ class MultiQueue(Elaboratable):
         self.layout, self.depth, self.npush, self.npop = layout, depth, npush, npop
         self.update = bool(update)
         self.name = name
-        bits = ceil_log2(depth)
-        self._bits = bits
-        self.push_n = Signal(range(npush + 1), name=f"{name}_push_n")
-        self.wr_en = Signal(npush, name=f"{name}_wr_en")
-        self.wr_off = Signal(data.ArrayLayout(ceil_log2(max(2, npush)), npush),
-                             name=f"{name}_wr_off")
-        self.wr_data = Signal(data.ArrayLayout(layout, npush), name=f"{name}_wr_data")
-        self.pop_n = Signal(range(npop + 1), name=f"{name}_pop_n")
-        self.peek = Signal(data.ArrayLayout(layout, npop), name=f"{name}_peek")
-        self.level = Signal(range(depth + 1), name=f"{name}_level")
-        self.space = Signal(range(depth + 1), name=f"{name}_space", init=depth)
+        bits = _common_ports(self, layout, depth, npush, npop, name)
         self.upd_en = Signal(name=f"{name}_upd_en")
         self.upd_off = Signal(bits, name=f"{name}_upd_off")
         self.upd_data = Signal(layout, name=f"{name}_upd_data")
@@ -172,17 +177,7 @@ class RingQueue(Elaboratable):
         self.layout, self.depth, self.npush, self.npop = layout, depth, npush, npop
         self.registered_peek = registered_peek
         self.name = name
-        bits = ceil_log2(depth)
-        self._bits = bits
-        self.push_n = Signal(range(npush + 1), name=f"{name}_push_n")
-        self.wr_en = Signal(npush, name=f"{name}_wr_en")
-        self.wr_off = Signal(data.ArrayLayout(ceil_log2(max(2, npush)), npush),
-                             name=f"{name}_wr_off")
-        self.wr_data = Signal(data.ArrayLayout(layout, npush), name=f"{name}_wr_data")
-        self.pop_n = Signal(range(npop + 1), name=f"{name}_pop_n")
-        self.peek = Signal(data.ArrayLayout(layout, npop), name=f"{name}_peek")
-        self.level = Signal(range(depth + 1), name=f"{name}_level")
-        self.space = Signal(range(depth + 1), name=f"{name}_space", init=depth)
+        bits = _common_ports(self, layout, depth, npush, npop, name)
         self.head = Signal(bits, name=f"{name}_head")
         self.tail = Signal(bits, name=f"{name}_tail")
         self.restart = Signal(name=f"{name}_restart")
