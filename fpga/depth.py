@@ -151,22 +151,22 @@ def analyse_netlist(net):
     for root in list(net.driver) + list(net.inputs):
         if root in arrival:
             continue
-        stack = [root]
+        stack, on_stack = [root], {root}
         while stack:
             bit = stack[-1]
             if bit in arrival:
-                stack.pop()
+                on_stack.discard(stack.pop())
                 continue
             s = start_level(bit)
             if s is not None:
                 arrival[bit], pred[bit] = s, None
-                stack.pop()
+                on_stack.discard(stack.pop())
                 continue
             cname, oport = net.driver[bit]
             c = cells[cname]
             dirs = c["port_directions"]
             pending = False
-            best, best_in = 0.0, None
+            best, best_in, found = 0.0, None, False
             for iport, bits in c["connections"].items():
                 if dirs.get(iport) != "input":
                     continue
@@ -177,20 +177,26 @@ def analyse_netlist(net):
                     if isinstance(b, str):
                         continue
                     if b not in arrival:
-                        if b in stack:          # combinational loop: cut it
-                            arrival[b], pred[b] = 0.0, None
+                        if b in on_stack:       # combinational loop: cut the back edge
+                            if not found or d > best:
+                                best, best_in, found = d, None, True
                             continue
+                        # descend one input at a time: the stack is then exactly the
+                        # chain of ancestors, and on_stack detects loops only
                         stack.append(b)
+                        on_stack.add(b)
                         pending = True
-                        continue
+                        break
                     routed = d >= LUT
                     a = arrival[b] + d + (net.net_penalty(b) if routed else 0.0)
-                    if best_in is None or a > best:
-                        best, best_in = a, b
+                    if not found or a > best:
+                        best, best_in, found = a, b, True
+                if pending:
+                    break
             if pending:
                 continue
             arrival[bit], pred[bit] = best, best_in
-            stack.pop()
+            on_stack.discard(stack.pop())
     return arrival, pred
 
 
