@@ -274,8 +274,10 @@ def _match_opts(res):
 
 
 def _classify(cands, cfg, ident):
-    """Newest current candidate, else the newest stale (or unverified) one."""
-    cands = sorted(cands, key=lambda e: -e["mtime"])
+    """Newest current candidate, else the newest stale (or unverified) one; a placed and
+    routed result before a synthesis-only one (``hotline-hw impl --synth-only``) of the
+    same status."""
+    cands = sorted(cands, key=lambda e: (bool(e["result"].get("synth_only")), -e["mtime"]))
     want = ident.sha(cfg) if ident is not None else None
     if want is None:
         e = cands[0]
@@ -330,7 +332,7 @@ def lookup_generic(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None):
 
 
 def collect_impl(points, cache_dir, *, ident=None, run_missing=False, progress="lines",
-                 log=print):
+                 log=print, synth_only=False):
     """``{point.key: entry}`` for every point; with ``run_missing`` implement what is not
     current (``fpga.ooc.implement`` / ``generic_cells``)."""
     scan = scan_cache(cache_dir)
@@ -338,8 +340,10 @@ def collect_impl(points, cache_dir, *, ident=None, run_missing=False, progress="
     for p in points:
         look = lookup_generic if p.group == "generic" else lookup_impl
         e = look(p.cfg, cache_dir, ident=ident, scan=scan)
-        if run_missing and e["status"] != "current":
-            e = _run_point(p, cache_dir, progress, log) or e
+        partial = (not synth_only and p.group != "generic"
+                   and bool((e.get("result") or {}).get("synth_only")))
+        if run_missing and (e["status"] != "current" or partial):
+            e = _run_point(p, cache_dir, progress, log, synth_only) or e
             scan = scan_cache(cache_dir)
         out[p.key] = e
     return out
@@ -380,7 +384,15 @@ def other_results(points, impl, cache_dir, *, ident=None):
     return pts, out
 
 
-def _run_point(p, cache_dir, progress, log):
+def _sweep_yosys():
+    """The sweep's Yosys: ``$HOTLINE_YOSYS``, else Debian's native one when installed (YoWASP's
+    4 GB heap is too small for the ``ulx3s``-size points), else YoWASP's."""
+    if os.environ.get("HOTLINE_YOSYS"):
+        return None
+    return "/usr/bin/yosys" if Path("/usr/bin/yosys").exists() else None
+
+
+def _run_point(p, cache_dir, progress, log, synth_only=False):
     from fpga import ooc
     log(f"[perf] implementing {p.key} ({p.cfg.summary()}) ...")
     t0 = time.monotonic()
@@ -392,7 +404,8 @@ def _run_point(p, cache_dir, progress, log):
         else:
             o = IMPL_OPTIONS
             r = ooc.implement(p.cfg, device=o["device"], package=o["package"], speed=o["speed"],
-                              freq_mhz=o["freq_mhz"], cache_dir=cache_dir, progress=progress)
+                              freq_mhz=o["freq_mhz"], cache_dir=cache_dir, progress=progress,
+                              synth_only=synth_only, yosys=_sweep_yosys())
     except Exception as e:       # a failed run is reported, the sweep goes on
         log(f"[perf] {p.key} failed: {str(e).splitlines()[0]}")
         return _entry("failed", None, str(e).splitlines()[0])
@@ -616,6 +629,8 @@ def assemble(points, impl, measure):
                    luts=res and res.get("luts"), ffs=res and res.get("ffs"),
                    brams=res and res.get("brams"), dsps=res and res.get("dsps"),
                    yosys_s=res and res.get("yosys_s"), nextpnr_s=res and res.get("nextpnr_s"),
+                   synth_only=bool((res or {}).get("synth_only")),
+                   depth=(res or {}).get("depth_levels"),
                    critical=(res or {}).get("critical_path") or {},
                    worst=(res or {}).get("worst_paths") or [])
         lpc = lookups_per_cycle(measure, p["lanes"], "kaggle")
@@ -658,12 +673,14 @@ def impl_status_text(row):
         return "not in cache" if row["status"] == "missing" else f"failed: {row['note']}"
     if row.get("fit_text"):
         return row["fit_text"] + MARK[row["status"]]
+    if row.get("synth_only"):
+        return "synthesis only" + MARK[row["status"]]
     return f"{row['fmax']:.1f}{MARK[row['status']]}" if row.get("fmax") else "—"
 
 
 def impl_table(rows, groups=("preset", "lanes", "cam")):
     head = ("| design | configuration | Fmax (MHz) | LUT4 | FF | DP16KD | MULT18X18D | "
-            "Yosys / nextpnr (s) |\n|---|---|---|---|---|---|---|---|")
+            "deepest path (levels) | Yosys / nextpnr (s) |\n|---|---|---|---|---|---|---|---|---|")
     if not any(r["group"] in groups for r in rows):
         return "_None._"
     lines = [head]
@@ -681,7 +698,8 @@ def impl_table(rows, groups=("preset", "lanes", "cam")):
                      f"{_pct(r.get('luts'), 'LUT4') if have else '—'} | "
                      f"{_pct(r.get('ffs'), 'FF') if have else '—'} | "
                      f"{_pct(r.get('brams'), 'DP16KD') if have else '—'} | "
-                     f"{_pct(r.get('dsps'), 'MULT18X18D') if have else '—'} | {times} |")
+                     f"{_pct(r.get('dsps'), 'MULT18X18D') if have else '—'} | "
+                     f"{_n(r.get('depth'), '{:.1f}') if have else '—'} | {times} |")
     return "\n".join(lines)
 
 
@@ -1105,7 +1123,8 @@ def report(args, log=print):
                                    save=lambda m: _save_json(MEASUREMENTS, m))
     points = design_points()
     impl = collect_impl(points, cache_dir, ident=ident, run_missing=args.sweep and not
-                        args.cached_only, log=log)
+                        args.cached_only, log=log,
+                        synth_only=getattr(args, "synth_only", False))
     extra, extra_impl = other_results(points, impl, cache_dir, ident=ident)
     rows = assemble(points + extra, dict(impl, **extra_impl), measure)
     outdir = Path(args.output)
@@ -1127,6 +1146,10 @@ def main(argv=None):
     ap.add_argument("--sweep", action="store_true",
                     help="implement every design point not cached for the current sources, "
                          "and run the end-to-end bench (hours)")
+    ap.add_argument("--synth-only", action="store_true",
+                    help="with --sweep: synthesise the missing points without placing them "
+                         "(resources and logic depth, no Fmax; ~10 min per ulx3s point "
+                         "instead of an hour)")
     ap.add_argument("--cached-only", action="store_true",
                     help="run nothing: OOC results from the cache, measurements from "
                          "build/perf/measurements.json")

@@ -1,12 +1,14 @@
 """``hotline-hw impl``: out-of-context ECP5 implementation figures (:mod:`fpga.ooc`).
 
     hotline-hw impl [--preset P] [--FIELD V ...] [--freq MHZ] [--device 85k] [--speed 6]
-                    [--seed N] [--generic] [--yosys BIN] [--no-cache] [--keep] [--json]
+                    [--seed N] [--synth-only] [--generic] [--yosys BIN] [--no-cache]
+                    [--keep] [--json]
                     [-o DIR] [-q]
 
 Prints LUT4 / FF / DP16KD / MULT18X18D of the core (the OOC wrapper's own cost removed),
 their share of the device, Fmax of the ``sync`` clock and the worst paths. ``--generic``
-prints the generic-gate Yosys cell count (ASIC proxy) instead, no place and route.
+prints the generic-gate Yosys cell count (ASIC proxy) instead, no place and route;
+``--synth-only`` stops after synthesis and prints the deepest logic paths (fpga/depth.py).
 """
 
 import json
@@ -36,6 +38,10 @@ def add_command(sub, add_config_args, config_from_args, usage_error):
                         "on a large, congested design such as the ulx3s core)")
     g.add_argument("--paths", type=int, default=5, metavar="N",
                    help="worst distinct paths to list (5; 0: nextpnr's critical path only)")
+    g.add_argument("--synth-only", action="store_true",
+                   help="stop after synthesis: resources and the deepest logic paths "
+                        "(fpga/depth.py), no place and route, no Fmax (minutes instead of "
+                        "an hour on ulx3s)")
     g.add_argument("--generic", action="store_true",
                    help="generic gate-level Yosys cell count (ASIC proxy) instead of ECP5")
     g.add_argument("--yosys", metavar="BIN",
@@ -58,6 +64,8 @@ def add_command(sub, add_config_args, config_from_args, usage_error):
             raise usage_error(f"--freq {args.freq:g}: must be in (0, 1000] MHz")
         if args.paths < 0:
             raise usage_error(f"--paths {args.paths}: must be >= 0")
+        if args.synth_only and args.generic:
+            raise usage_error("--synth-only: not with --generic (which never places)")
         out = Path(args.output)
         if out.exists() and not out.is_dir():
             raise usage_error(f"{out}: not a directory")
@@ -71,7 +79,8 @@ def add_command(sub, add_config_args, config_from_args, usage_error):
                                   speed=args.speed, freq_mhz=args.freq, cache_dir=out,
                                   progress=progress, keep=args.keep, use_cache=not args.no_cache,
                                   seed=args.seed, yosys=args.yosys, nextpnr=args.nextpnr,
-                                  worst_paths=args.paths, router=args.router)
+                                  worst_paths=args.paths, router=args.router,
+                                  synth_only=args.synth_only)
         except ooc.ImplError as e:
             print(f"hotline-hw: error: {e}", file=sys.stderr)
             sys.exit(1)
@@ -91,7 +100,8 @@ def format_impl(r, cfg=None):
     from .ooc import DEVICES
     dev = r.device.upper().replace("K", "F")
     how = "cached" if r.cached else (f"generate {r.generate_s:.0f} s, yosys {r.yosys_s:.0f} s, "
-                                      f"nextpnr {r.nextpnr_s:.0f} s")
+                                      + ("no place and route" if r.synth_only else
+                                         f"nextpnr {r.nextpnr_s:.0f} s"))
     lines = [f"hotline-hw impl: {r.config!r} out of context on LFE5U-{dev}-{r.speed} "
              f"{r.package}, target {r.freq_mhz:g} MHz ({how})",
              f"  {'resource':<11}{'core':>8}{'% of ' + dev:>10}{'wrapper':>9}"]
@@ -103,7 +113,8 @@ def format_impl(r, cfg=None):
     lines.append(f"  (LUT4 counts {r.ccu2} CCU2C as 2 LUT4s each and {r.lutram} "
                  f"TRELLIS_DPR16X4 as 4)")
     if r.fmax_mhz is None:
-        lines.append(f"  NOT PLACED: {r.note}")
+        lines.append(("  " if r.synth_only else "  NOT PLACED: ") + r.note)
+        lines += _depth_lines(r)
         lines.append(f"  build dir {r.build_dir}")
         return "\n".join(lines)
     met = "met" if r.fmax_mhz >= r.freq_mhz else "FAIL"
@@ -128,8 +139,26 @@ def format_impl(r, cfg=None):
                 continue
             lines.append(f"    {p['delay_ns']:6.2f} ns {p['logic_levels']:3d} levels  "
                          f"{p['start']} -> {p['end']}")
+    lines += _depth_lines(r)
     lines.append(f"  build dir {r.build_dir}")
     return "\n".join(lines)
+
+
+def _depth_lines(r):
+    """The deepest paths of the synthesised netlist (fpga/depth.py), if the result has
+    them."""
+    if not r.depth_paths:
+        return []
+    out = ["  deepest paths of the synthesised netlist, in logic levels (fpga/depth.py; "
+           "a LUT4 and its routed input = 1):"]
+    for p in r.depth_paths:
+        if "error" in p:
+            out.append(f"    {p['error']}")
+            continue
+        short = lambda n: n[8:] if n.startswith("dut.dut.") else n  # noqa: E731
+        out.append(f"    {p['levels']:6.2f} levels {p['lut_levels']:3d} LUT  "
+                   f"{short(p['start'])} -> {short(p['end'])}")
+    return out
 
 
 def format_generic(r):

@@ -145,6 +145,10 @@ class ImplResult(_Record):
     worst_sources: list = dataclasses.field(default_factory=list)  # worst path per start register
     fits: bool = True            # False: synthesis needs more than the device has (no P&R)
     note: str = ""
+    synth_only: bool = False     # True: ``--synth-only``, synthesis without place and route
+    depth_levels: "float | None" = None   # deepest register-to-register path of the
+                                 # synthesised netlist in logic levels (fpga.depth)
+    depth_paths: list = dataclasses.field(default_factory=list)   # its N deepest paths
 
 
 
@@ -842,11 +846,31 @@ def _generate(cfg):
 
 # --- the flows ---------------------------------------------------------------------------------
 
+def _depth(d, n):
+    """``(deepest levels, n deepest paths)`` of ``d/synth.json`` (fpga.depth); the paths
+    keep their first and last named nets only. Never fails the run."""
+    try:
+        from .depth import deepest
+        paths = deepest(Path(d) / "synth.json", n=max(n, 1))
+    except Exception as e:                      # analysis is a bonus: never lose the result
+        return None, [{"error": f"depth analysis failed: {e!r}"}]
+    for p in paths:
+        thr = p.pop("through")
+        p["via"] = thr[:3] + (["..."] + thr[-2:] if len(thr) > 5 else thr[3:])
+        p.pop("end_cell", None)
+    return (paths[0]["levels"] if paths else 0.0), paths
+
+
 def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
               cache_dir=Path("build/impl"), progress=None, keep=False, use_cache=True, seed=1,
-              yosys=None, nextpnr=None, worst_paths=5, router="router1"):
+              yosys=None, nextpnr=None, worst_paths=5, router="router1", synth_only=False):
     """Out-of-context implementation of ``HotlineAccelerator(cfg)`` on an ECP5 (module
-    docstring). Returns an :class:`ImplResult`; raises :class:`ImplError`."""
+    docstring). Returns an :class:`ImplResult`; raises :class:`ImplError`.
+
+    ``synth_only``: stop after synthesis (minutes instead of the hour that placing and
+    routing the ``ulx3s`` core takes): resources, no Fmax, and the deepest logic paths of the
+    netlist (``depth_levels``, ``depth_paths``; :mod:`fpga.depth`), which a full run reports
+    too. A synthesis-only result is cached apart from the full one."""
     if device not in DEVICES:
         raise ValueError(f"device={device!r}: one of {', '.join(DEVICES)}")
     cache_dir = Path(cache_dir)
@@ -855,6 +879,8 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
     tools = {"yosys": _tool_version(ys), "nextpnr": _tool_version(npr)}
     args = nextpnr_args(device, package, speed, freq_mhz, seed, router)
     options = {"args": args, "worst_paths": worst_paths}
+    if synth_only:
+        options["synth_only"] = True
     prog = _Progress(progress)
     prog.start_ticker()
     try:
@@ -923,6 +949,27 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
             _index_put(cache_dir, pre, digest)
             return r
 
+        prog.set("logic depth")
+        levels, dpaths = _depth(d, worst_paths)
+        if synth_only:
+            r = ImplResult(
+                config=cfg.name, device=device, package=package, speed=speed,
+                freq_mhz=freq_mhz, luts=core["luts"], ffs=core["ffs"], brams=core["brams"],
+                dsps=core["dsps"], ccu2=core["ccu2"], lutram=core["lutram"], fmax_mhz=None,
+                critical_path={}, worst_paths=[], total=total, wrapper=wrap,
+                nextpnr_utilisation={}, generate_s=round(gen_s, 1), yosys_s=round(ys_s, 1),
+                nextpnr_s=0.0, tools=tools, digest=digest, build_dir=str(d),
+                note="synthesis only (--synth-only): not placed", synth_only=True,
+                depth_levels=levels, depth_paths=dpaths)
+            rpath.write_text(r.to_json())
+            _index_put(cache_dir, pre, digest)
+            if not keep:
+                try:
+                    (d / "synth.json").unlink()
+                except OSError:
+                    pass
+            return r
+
         cmd = [npr, *args, "--json", "synth.json", "--report", "report.json",
                "--sdf", "routed.sdf"]
         (d / "nextpnr.sh").write_text(" ".join(cmd[1:]) + "\n")
@@ -935,7 +982,8 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
             ccu2=core["ccu2"], lutram=core["lutram"], fmax_mhz=fmax, critical_path=crit or {},
             worst_paths=paths, worst_sources=sources, total=total, wrapper=wrap, nextpnr_utilisation=util,
             generate_s=round(gen_s, 1), yosys_s=round(ys_s, 1), nextpnr_s=round(np_s, 1),
-            tools=tools, digest=digest, build_dir=str(d))
+            tools=tools, digest=digest, build_dir=str(d), depth_levels=levels,
+            depth_paths=dpaths)
         rpath.write_text(r.to_json())
         _index_put(cache_dir, pre, digest)
         if not keep:

@@ -316,6 +316,7 @@ def test_failed_run_carries_the_log_tail(tmp_path):
     (["--lanes", "3"], "lanes"),
     (["--paths", "-1"], "--paths"),
     (["--router", "router3"], "--router"),
+    (["--synth-only", "--generic"], "--synth-only"),
     (["--bogus"], "--bogus"),
 ])
 def test_cli_bad_flags_exit_2(args, word):
@@ -333,7 +334,33 @@ def test_cli_prints_a_cached_result(tmp_path):
     assert "0.25 G lookups/s" in text     # 2 lanes x 123.4 MHz
 
 
+def test_cli_prints_a_synthesis_only_result(tmp_path):
+    from fpga.impl_cli import format_impl
+    cfg = preset("tiny")
+    r = _fake_result(cfg, tmp_path)
+    r.fmax_mhz, r.synth_only, r.note = None, True, "synthesis only (--synth-only): not placed"
+    r.depth_levels = 12.5
+    r.depth_paths = [{"levels": 12.5, "lut_levels": 7, "start": "dut.dut.fragmenter.a",
+                      "end": "dut.dut.fragmenter.b", "via": []}]
+    text = format_impl(r, cfg)
+    assert "NOT PLACED" not in text and "synthesis only" in text and "Fmax" not in text
+    assert "12.50 levels   7 LUT  fragmenter.a -> fragmenter.b" in text
+    assert ooc.ImplResult.from_json(r.to_json()) == r
+
+
 # --- one real implementation --------------------------------------------------------------------
+
+@pytest.mark.slow
+def test_synth_only_tiny(tmp_path):
+    """Synthesis without place and route: resources, logic depth, no Fmax, cached apart."""
+    cfg = preset("tiny")
+    r = ooc.implement(cfg, cache_dir=tmp_path, progress=False, synth_only=True)
+    assert r.synth_only and r.fmax_mhz is None and not r.cached
+    assert r.luts > 1000 and r.ffs > 500
+    assert 5 < r.depth_levels < 40 and r.depth_paths[0]["levels"] == r.depth_levels
+    assert not (Path(r.build_dir) / "nextpnr.log").exists()
+    again = ooc.implement(cfg, cache_dir=tmp_path, progress=False, synth_only=True)
+    assert again.cached and again.digest == r.digest
 
 @pytest.mark.slow
 def test_implement_tiny(tmp_path):

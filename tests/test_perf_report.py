@@ -274,3 +274,27 @@ def test_fmax_needed_for_the_demand(rows):
     assert l4.rstrip().endswith(f"| {140e6 / 3.71 / 1e6:.0f} MHz / {1.1e9 / 3.95 / 1e6:.0f} MHz |")
     l8 = next(ln for ln in tp.splitlines() if ln.startswith("| l8 "))
     assert l8.rstrip().endswith("| — / — |")
+
+
+def test_synthesis_only_results_shown_and_placed_ones_preferred(tmp_path):
+    """A `hotline-hw impl --synth-only` result fills LUT4/FF/... and the logic depth, says
+    "synthesis only" for Fmax, invents no lookups/s, and gives way to a routed result."""
+    pts = [{"key": "u", "group": "preset", "x": None, "lanes": 4, "summary": "u cfg"}]
+    so = _impl(fmax=None, luts=68936, synth_only=True, depth_levels=18.3)
+    rows = pr.assemble(pts, {"u": {"status": "current", "result": so}}, MEASURE)
+    r = rows[0]
+    assert r["synth_only"] and r["fmax"] is None and r["peak"] is None
+    line = pr.impl_table(rows, ("preset",)).splitlines()[2]
+    assert "synthesis only" in line and "68,936 (82.4%)" in line and "| 18.3 |" in line
+    # the cache: a newer synthesis-only entry does not hide an older routed one
+    cfg = preset("tiny")
+    cache = tmp_path / "impl"
+    _entry(cache, "a" * 64, cfg, "module v1;")
+    d = _entry(cache, "b" * 64, cfg, "module v1;", result=False)
+    (d / "result.json").write_text(json.dumps(_impl(fmax=None, synth_only=True,
+                                                    depth_levels=9.0)))
+    import os
+    os.utime(d / "result.json", (2e9, 2e9))
+    sha1 = hashlib.sha256(b"module v1;").hexdigest()
+    e = pr.lookup_impl(cfg, cache, ident=_Ident(sha1), use_index=False)
+    assert e["result"]["fmax_mhz"] == 123.0 and not e["result"].get("synth_only")
