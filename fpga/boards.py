@@ -32,6 +32,8 @@ class BoardSpec:
     max_ram_bytes: int = 1 << 17
     bitstream: tuple = ()         # files of the build that are the bitstream
     synth_opts: str = ""          # extra synth_<family> options (e.g. -dsp on the UP5K)
+    script_after_synth: str = ""  # Yosys commands after synth_<family> (amaranth override)
+    nextpnr_opts: str = ""        # extra nextpnr options (--timing-allow-fail is always given)
 
     def platform_class(self):
         mod, cls = self.platform.split(":")
@@ -67,7 +69,14 @@ BOARDS = {b.name: b for b in (
               "Radiona ULX3S, ECP5-85F (LFE5U-85F-6BG381C), 25 MHz",
               leds=("heartbeat", "running", "pass", "fail", "run0", "run1", "run2", "run3"),
               button=("button_fire", 0), max_ram_bytes=1 << 14,
-              bitstream=("top.bit", "top.svf")),
+              bitstream=("top.bit", "top.svf"),
+              # synth_ecp5's last step, `check`, starts with `autoname`, which ran for 15+
+              # minutes without end on the ULX3S board top in Yosys 0.23 (the core alone:
+              # seconds); stop before it and run the rest of the step. router2 routes the
+              # 85 %-full device where router1 crawls (docs/implementation.md).
+              synth_opts="-run begin:check",
+              script_after_synth="hierarchy -check\nstat\ncheck -noinit\nblackbox =A:whitebox",
+              nextpnr_opts="--router router2"),
     BoardSpec("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "ice40", "tiny",
               "1BitSquared iCEBreaker, iCE40 UP5K (5280 LUT4, 30 BRAM), 12 MHz",
               leds=("fail", "pass_hb"), button=("button", 0), overrides=ICE40_OVERRIDES,

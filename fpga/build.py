@@ -83,7 +83,11 @@ def make_plan(spec, cfg, *, expect=None):
     platform = spec.platform_class()()
     top = BoardTop(spec, cfg, program, expect=expect)
     kw = {"synth_opts": spec.synth_opts} if spec.synth_opts else {}
-    plan = platform.build(top, name=NAME, do_build=False, nextpnr_opts="--timing-allow-fail",
+    if spec.script_after_synth:
+        kw["script_after_synth"] = spec.script_after_synth
+    plan = platform.build(top, name=NAME, do_build=False,
+                          nextpnr_opts=" ".join(filter(None, ("--timing-allow-fail",
+                                                              spec.nextpnr_opts))),
                           debug_verilog=True,
                           **kw)
     return Plan(spec, cfg, program, platform, plan, top, time.perf_counter() - t0)

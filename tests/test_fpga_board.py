@@ -44,6 +44,30 @@ def test_dry_run_writes_plan_and_verilog(board, tmp_path):
     assert (tmp_path / "top.il").exists() and (tmp_path / "build_top.sh").exists()
     assert (tmp_path / ("top.lpf" if BOARDS[board].family == "ecp5" else "top.pcf")).exists()
     assert "PASS" in plan["expected_uart_line"]
+    ys = (tmp_path / "top.ys").read_text()
+    spec = BOARDS[board]
+    if spec.synth_opts:
+        assert spec.synth_opts in ys
+    if spec.script_after_synth:
+        assert all(cmd in ys for cmd in spec.script_after_synth.splitlines())
+    if spec.nextpnr_opts:
+        assert any(spec.nextpnr_opts in s for s in plan["steps"])
+
+
+def test_ulx3s_build_skips_autoname_and_uses_router2(tmp_path):
+    """Yosys 0.23's `autoname` never finished on the ULX3S board top: synth_ecp5 stops
+    before its `check` step and the script runs that step without `autoname`; nextpnr
+    routes with router2."""
+    r = run_cli("fpga", "--board", "ulx3s", "--dry-run", "-o", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    ys = (tmp_path / "top.ys").read_text()
+    synth = next(ln for ln in ys.splitlines() if ln.strip().startswith("synth_ecp5"))
+    assert "-run begin:check" in synth
+    after = ys[ys.index(synth):]
+    assert "check -noinit" in after and "autoname" not in after
+    assert after.index("check -noinit") < after.index("write_json")
+    plan = json.loads((tmp_path / "plan.json").read_text())
+    assert any("--router router2" in s for s in plan["steps"])
 
 
 def test_bad_board_exits_2():
