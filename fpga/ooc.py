@@ -282,9 +282,31 @@ def nextpnr_args(device="85k", package="CABGA381", speed=6, freq_mhz=100, seed=1
     default."""
     if router not in ROUTERS:
         raise ValueError(f"router={router!r}: one of {', '.join(ROUTERS)}")
-    return [f"--{device}", "--package", package, "--speed", str(speed), "--freq",
+    args = [f"--{device}", "--package", package, "--speed", str(speed), "--freq",
             f"{freq_mhz:g}", "--timing-allow-fail", "--seed", str(seed),
-            "--lpf-allow-unconstrained"] + (["--router", router] if router != "router1" else [])
+            "--lpf-allow-unconstrained"]
+    if router != "router1":
+        # router2 cannot reach the global clock network from a pin that is not a clock
+        # input ("Failed to route arc 0.0 of net 'clk$TRELLIS_IO_IN' ... to G_CLKI_TDCC0"),
+        # and an unconstrained clk lands on any pin: pin it to a primary clock input
+        if package in CLOCK_PINS:
+            args += ["--lpf", CLOCK_LPF]
+        args += ["--router", router]
+    return args
+
+
+#: a primary clock input (PCLK) of the package, for the wrapper's ``clk`` (G2: PCLKT6_0 of the
+#: CABGA381, the ULX3S's 25 MHz clock pin)
+CLOCK_PINS = {"CABGA381": "G2"}
+CLOCK_LPF = "ooc_clock.lpf"
+
+
+def clock_lpf(package):
+    """The LPF that pins ``clk`` to a clock input of ``package`` (None: no pin known)."""
+    pin = CLOCK_PINS.get(package)
+    if pin is None:
+        return None
+    return (f'LOCATE COMP "clk" SITE "{pin}";\nIOBUF PORT "clk" IO_TYPE=LVCMOS33;\n')
 
 
 GENERIC_SCRIPT = (
@@ -970,6 +992,8 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
                     pass
             return r
 
+        if CLOCK_LPF in args:
+            (d / CLOCK_LPF).write_text(clock_lpf(package))
         cmd = [npr, *args, "--json", "synth.json", "--report", "report.json",
                "--sdf", "routed.sdf"]
         (d / "nextpnr.sh").write_text(" ".join(cmd[1:]) + "\n")

@@ -121,7 +121,12 @@ def test_router_option():
     # the default leaves the arguments (and so every existing cache key) as they were
     assert "--router" not in ooc.nextpnr_args()
     assert ooc.nextpnr_args(router="router1") == ooc.nextpnr_args()
-    assert ooc.nextpnr_args(router="router2")[-2:] == ["--router", "router2"]
+    a2 = ooc.nextpnr_args(router="router2")
+    assert a2[-2:] == ["--router", "router2"]
+    # router2 needs clk on a clock input pin (it failed to route an unconstrained one)
+    assert a2[a2.index("--lpf") + 1] == ooc.CLOCK_LPF
+    assert 'LOCATE COMP "clk" SITE "G2"' in ooc.clock_lpf("CABGA381")
+    assert "--lpf" not in ooc.nextpnr_args(package="CSFBGA285", router="router2")
     with pytest.raises(ValueError, match="router"):
         ooc.nextpnr_args(router="router3")
 
