@@ -30,14 +30,17 @@ histogram and a ``sets * ways``-entry array of (set, way) positions.
 
 The CAM must be empty when the engine starts (the top evicts and clears it first).
 
-Timing: every memory address and every wide multiplexer select is a register. The sweep
-shifts the set's (valid, count) pairs through a register so the way under test is always
-entry 0; its candidate test is registered as the histogram's read address (``inc0_*``),
-and the histogram's read-modify-write forwards its own last write (``inc1_fwd``, from a
-compare of two address registers) instead of relying on a transparent read port. The walk
-selects the candidate's key with a one-hot way register (``pos_sel``). No variable-index
-``Array``/``ArrayLayout`` access remains: Yosys builds those as a shifter (a multiplier
-for the ``* width`` offset plus a barrel shifter), 17 levels deep on ``ulx3s``.
+Timing (paths of at most ~9 LUT levels on ``ulx3s``, ``bench/unit_area.py --depth``): the
+selects of wide multiplexers are registers, and memory read addresses are registers (or,
+for the fill memory, the hash of one). The sweep shifts the set's (valid, count) pairs
+through a register so that the way under test is always entry 0; its candidate test is
+registered with the histogram's read address (``inc0_*``), and the histogram's
+read-modify-write forwards its own last write (``inc1_fwd``, from a compare of two address
+registers) instead of relying on a transparent read port. The walk selects the
+candidate's key with a one-hot way register (``pos_sel``), and a fill word carries a
+``full`` bit so that the skip decision is one bit of the memory's output. No
+variable-index ``ArrayLayout`` access is left: Yosys builds one as a shifter (a multiplier
+for the ``index * width`` offset and a barrel shifter), 17 levels deep on ``ulx3s``.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
