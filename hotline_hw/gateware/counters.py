@@ -142,40 +142,42 @@ class AccessCounterArray(wiring.Component):
       the lane requests the bank, no lower lane of its beat does, no older beat does),
       presents its row to the memory's read port and registers the one-hot grant
       (``s1_grant``). A sweep or a read takes S0 instead when the window is empty.
-    * **S1 read**: the memory word arrives and is registered as it is (``s2_base``). The
-      lookup's key is selected from the grant and a copy of the last cycle's window keys
-      (``prev_keys``), all registers. S1 compares its row with those of the three newer
-      writes it may have missed and registers the results, so that every forwarding
-      multiplexer of S2 has a register as its select: ``s2_f1`` (the op in S2, whose data
-      S3 writes in S2's cycle: ``s3_new``), ``s2_f2`` (the op in S3, in ``lw`` by then) and
-      ``s2_f3`` (the write in ``lw``, in ``lw2`` by then; it happened at the clock edge of
-      our read, when a non-transparent read returns the old word, and FPGA block RAM an
-      undefined one).
-    * **S2 decide**: the operand is the newest of ``s3_new`` (``s2_f1``), ``lw`` (``s2_f2``),
-      ``lw2`` (``s2_f3``) and ``s2_base``. S2 decides which ways a lookup writes (the
-      hitting way, else the victim, found by comparing all pairs of ways in parallel), and
-      registers with the operand (``s3_old``): the ways whose valid bit and key S3 replaces
+    * **S1 read**: the memory word arrives. The lookup's key is selected from the grant and
+      a copy of the last cycle's window keys (``prev_keys``), all registers. S1 compares its
+      row with those of the three newer writes it may have missed: the op in S2 (whose data
+      S3 writes in S2's cycle: ``s3_new``), the op in S3 (its data is ``s3_new`` now and in
+      ``lw`` in S2's cycle) and the write in ``lw`` (it happened at the clock edge of our
+      read, when a non-transparent read returns the old word, and FPGA block RAM an
+      undefined one). It registers the newest of the memory word and the last two
+      (``s2_pre``: a multiplexer whose selects are compares of registers) and whether S2
+      must take ``s3_new`` instead (``s2_f1``).
+    * **S2 decide**: the operand is ``s3_new`` if ``s2_f1``, else ``s2_pre``: one LUT4 per
+      bit (``s3_new`` is itself a 2-input multiplexer of S3's registers), so that the S3 ->
+      S2 -> S3 loop holds as little logic as possible. S2 decides which ways a lookup writes
+      (the hitting way, else the victim, found by comparing all pairs of ways in parallel),
+      and registers with the operand (``s3_old``): the ways whose valid bit and key S3 replaces
       (``s3_tag_take``: the selected way of a lookup, every way of a clear), the ways whose
       count it replaces (``s3_cnt_take``: also every way of an aging row), the new counts
       (``s3_cnt``: the saturating increment, or 1 for an invalid way; the halved count; 0)
       and the new valid bit (``s3_flag``). A read takes its response here.
     * **S3 write**: the new set (``s3_new``) is one 2-input multiplexer per bit of S3's
       registers (a sweep op's key is 0, so a clear writes all zeros). It is written at the
-      end of the cycle and kept in ``lw``, then ``lw2``.
+      end of the cycle and kept in ``lw``.
 
-    So a lookup to the same set one, two or three cycles later takes the newer data in S2
-    (from ``s3_new``, ``lw`` or ``lw2``), and one four or more cycles later reads it from
-    memory: back-to-back lookups of one set never stall and always see every earlier update.
-    Sweeps and reads go down the same pipeline in order, so they are forwarded the same way.
-    The only loop is S3 -> S2 -> S3: ``s3_*`` registers -> ``s3_new`` multiplexers -> operand
-    mux -> tag compare / pairwise count compare -> ``s3_tag_take``; no adder lies on it (the
-    counts are computed by S2 for S3, and S3's output needs none).
+    So a lookup to the same set one, two or three cycles later takes the newer data (in S2
+    from ``s3_new``, in S1 from ``s3_new`` or ``lw``), and one four or more cycles later
+    reads it from memory: back-to-back lookups of one set never stall and always see every
+    earlier update. Sweeps and reads go down the same pipeline in order, so they are
+    forwarded the same way. The only loop is S3 -> S2 -> S3: ``s3_*`` registers -> ``s3_new``
+    multiplexers -> 2:1 operand mux (one LUT4 with the ``s3_new`` mux) -> tag compare /
+    pairwise count compare -> ``s3_tag_take``; no adder lies on it (the counts are computed
+    by S2 for S3, and S3's output needs none).
 
-    Area: every wide multiplexer (the 4:1 operand mux, S3's per-bit mux, the S1 key select,
-    the read response) has register selects. A select computed by a few levels of logic
-    in the same cycle makes the LUT mapper copy that logic into every bit of a 168-bit word
-    (``ulx3s``: 13.0k LUT4 for the array before, 8.1k after, Yosys 0.23 ``synth_ecp5
-    -noflatten``).
+    Area: every wide multiplexer (S1's 3:1 and S2's 2:1 operand mux, S3's per-bit mux, the
+    S1 key select, the read response) has register selects. A select computed by a few
+    levels of logic in the same cycle makes the LUT mapper copy that logic into every bit of
+    a 168-bit word (``ulx3s``: 13.0k LUT4 for the array before, 8.1k after, Yosys 0.23
+    ``synth_ecp5 -noflatten``).
 
     Banking and stalls
     ------------------
@@ -462,11 +464,16 @@ class AccessCounterArray(wiring.Component):
             s2 = Signal(op_layout, name=f"s2_b{b}")
             s3 = Signal(op_layout, name=f"s3_b{b}")
             # S2's operand: the memory word, or the data of one of the three writes that
-            # are newer than the memory word (selected by registers set in S1)
-            s2_base = Signal(layout, name=f"s2_base_b{b}")
-            s2_f1 = Signal(name=f"s2_f1_b{b}")      # S3 writes our row now (s3_new)
-            s2_f2 = Signal(name=f"s2_f2_b{b}")      # the last write (lw) went to our row
-            s2_f3 = Signal(name=f"s2_f3_b{b}")      # the write before it (lw2) did
+            # are newer than the memory word. S1 already takes the newest of the memory word
+            # and the two older writes (s2_pre); S2 only chooses between it and s3_new.
+            s2_pre = Signal(layout, name=f"s2_pre_b{b}")
+            # S3 writes our row now (take s3_new), in two copies that share the fanout of
+            # the operand multiplexer: one for the keys, one for the valid bits and counts.
+            # (Yosys merges flip-flops with equal inputs and equal reset behaviour, so the
+            # copies differ in theirs: one has no reset. S2 holds no operation right after a
+            # reset, when their values may differ.)
+            s2_f1 = [Signal(name=f"s2_f1_{c}_b{b}", init=init, reset_less=rl)
+                     for c, (init, rl) in enumerate(((0, False), (0, True)))]
             s2_lk = Signal(name=f"s2_lk_b{b}")      # the kind of S2's op, one-hot
             s2_age = Signal(name=f"s2_age_b{b}")
             s2_clr = Signal(name=f"s2_clr_b{b}")
@@ -482,7 +489,6 @@ class AccessCounterArray(wiring.Component):
             lw_valid = Signal(name=f"lw_valid_b{b}")
             lw_row = Signal(row_bits, name=f"lw_row_b{b}")
             lw_data = Signal(layout, name=f"lw_data_b{b}")
-            lw2_data = Signal(layout, name=f"lw2_data_b{b}")
 
             m.d.comb += [rp.addr.eq(s0[b].row), rp.en.eq(s0[b].valid)]
             # the key of S1's lookup (0 for sweeps and reads, which dispatch no lane)
@@ -497,28 +503,41 @@ class AccessCounterArray(wiring.Component):
             s2_writes = s2.valid & (s2.kind != _OP_READ)
             s3_writes = s3.valid & (s3.kind != _OP_READ)
 
-            # S1: register the memory word as it is, and which of the newer writes S2 must
-            # take instead: in S2's cycle, the op now in S2 is in S3 (s3_new), the one now in
-            # S3 is in lw, and the write now in lw is in lw2. Row compares of registers only,
-            # so S2's multiplexers have registered selects.
+            # S1: of the words newer than the memory word, in S2's cycle the op now in S2
+            # is in S3 (s3_new), the one now in S3 is in lw (it is s3_new now) and the write
+            # now in lw is one cycle older (it is lw now). S1 registers the newest of the memory word
+            # and those last two as s2_pre (row compares of registers select it), and
+            # whether S2 must take s3_new instead (s2_f1, a register select for S2).
+            # s2_pre is an AND-OR with one-hot selects: as a chain of 2:1 multiplexers with
+            # these (unregistered) selects, the LUT mapper copies the row compares into
+            # every bit (tiny: +300 LUT4).
+            f2 = s3_writes & (s3.row == s1.row)
+            f3 = lw_valid & (lw_row == s1.row)
+            sel_new = Signal(name=f"s1_take_new_b{b}")
+            sel_lw = Signal(name=f"s1_take_lw_b{b}")
+            sel_mem = Signal(name=f"s1_take_mem_b{b}")
+            m.d.comb += [sel_new.eq(f2), sel_lw.eq(~f2 & f3), sel_mem.eq(~f2 & ~f3)]
             m.d.sync += [
                 s2.eq(s1),
                 s2.key.eq(s1_key),
-                s2_base.eq(rp.data),
-                s2_f1.eq(s2_writes & (s2.row == s1.row)),
-                s2_f2.eq(s3_writes & (s3.row == s1.row)),
-                s2_f3.eq(lw_valid & (lw_row == s1.row)),
+                s2_pre.eq(Mux(sel_new, s3_new.as_value(), 0)
+                          | Mux(sel_lw, lw_data.as_value(), 0)
+                          | Mux(sel_mem, rp.data.as_value(), 0)),
+                *[s2_f1[c].eq(s2_writes & (s2.row == s1.row)) for c in range(2)],
                 s2_lk.eq(s1.kind == _OP_LOOKUP),
                 s2_age.eq(s1.kind == _OP_AGE),
                 s2_clr.eq(s1.kind == _OP_CLEAR),
                 s2_rd.eq(s1.valid & (s1.kind == _OP_READ)),
             ]
 
-            # S2: the operand is the newest of s3_new, lw, lw2 and the memory word that holds
-            # the row. S2 decides which ways a lookup writes and computes the counts S3
-            # writes.
-            m.d.comb += s2_old.eq(Mux(s2_f1, s3_new,
-                                      Mux(s2_f2, lw_data, Mux(s2_f3, lw2_data, s2_base))))
+            # S2: the operand is s3_new or s2_pre, the newest word of the row. S2 decides
+            # which ways a lookup writes and computes the counts S3 writes.
+            for w in range(ways):
+                m.d.comb += [
+                    s2_old[w].key.eq(Mux(s2_f1[0], s3_new[w].key, s2_pre[w].key)),
+                    s2_old[w].valid.eq(Mux(s2_f1[1], s3_new[w].valid, s2_pre[w].valid)),
+                    s2_old[w].count.eq(Mux(s2_f1[1], s3_new[w].count, s2_pre[w].count)),
+                ]
             self._decide(m, s2.key, s2_old, s2_sel, b)
             m.d.sync += [
                 s3.eq(s2),
@@ -533,7 +552,7 @@ class AccessCounterArray(wiring.Component):
                     Mux(s2_age, c >> 1,
                         Mux(s2_clr | ~s2_old[w].valid, Mux(s2_clr, 0, 1), self._sat_inc(c))))
 
-            # S3: apply the decision and write; keep the write in lw (and lw2) for S2.
+            # S3: apply the decision and write; keep the write in lw for S1.
             # (The key of a sweep op is 0, so a clear writes (0, 0, 0) to every way.)
             self._apply(m, s3_flag, s3.key, s3_tt, s3_tc, s3_cnt, s3_old, s3_new)
             m.d.comb += [
@@ -545,7 +564,6 @@ class AccessCounterArray(wiring.Component):
                 lw_valid.eq(s3_writes),
                 lw_row.eq(s3.row),
                 lw_data.eq(s3_new),
-                lw2_data.eq(lw_data),
             ]
 
             resp_en = resp_en | s2_rd

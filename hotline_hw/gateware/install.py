@@ -29,6 +29,18 @@ cycles. Measured (``bench/gateware_bench.py``) for the ``ulx3s`` preset (4096 se
 histogram and a ``sets * ways``-entry array of (set, way) positions.
 
 The CAM must be empty when the engine starts (the top evicts and clears it first).
+
+Timing (paths of at most ~9 LUT levels on ``ulx3s``, ``bench/unit_area.py --depth``): the
+selects of wide multiplexers are registers, and memory read addresses are registers (or,
+for the fill memory, the hash of one). The sweep shifts the set's (valid, count) pairs
+through a register so that the way under test is always entry 0; its candidate test is
+registered with the histogram's read address (``inc0_*``), and the histogram's
+read-modify-write forwards its own last write (``inc1_fwd``, from a compare of two address
+registers) instead of relying on a transparent read port. The walk selects the
+candidate's key with a one-hot way register (``pos_sel``), and a fill word carries a
+``full`` bit so that the skip decision is one bit of the memory's output. No
+variable-index ``ArrayLayout`` access is left: Yosys builds one as a shifter (a multiplier
+for the ``index * width`` offset and a barrel shifter), 17 levels deep on ``ulx3s``.
 """
 
 from amaranth.hdl import Cat, Module, Mux, Signal
@@ -120,54 +132,81 @@ class InstallEngine(wiring.Component):
         W, S = cfg.counter_ways, cfg.counter_sets
         levels = 1 << cfg.counter_bits
 
+        # Neither memory needs a transparent read port: the histogram's read-modify-write
+        # forwards its own last write (inc1_fwd below), and a fill word is written in
+        # FILL_DECIDE and read again no earlier than the next candidate's FILL_READ.
         m.submodules.hist = hist = memory.Memory(shape=self.n_bits, depth=levels, init=[])
         h_wr = hist.write_port()
-        h_rd = hist.read_port(transparent_for=(h_wr,))
+        h_rd = hist.read_port()
         m.submodules.sorted = srt = memory.Memory(shape=max(1, self.pos_bits), depth=S * W, init=[])
         s_wr = srt.write_port()
         s_rd = srt.read_port()
         hashed = cfg.cam_kind == "hash"
         if hashed:
-            fill_bits = cfg.cam_ways.bit_length()
-            m.submodules.fill = fill = memory.Memory(shape=fill_bits, depth=cfg.cam_sets, init=[])
+            # per CAM set: the ways used so far and whether that is all of them (kept in
+            # the word, so that FILL_DECIDE tests one bit of the memory's output)
+            fill_layout = data.StructLayout({"n": cfg.cam_ways.bit_length(), "full": 1})
+            m.submodules.fill = fill = memory.Memory(shape=fill_layout, depth=cfg.cam_sets,
+                                                     init=[])
             f_wr = fill.write_port()
-            f_rd = fill.read_port(transparent_for=(f_wr,))
+            f_rd = fill.read_port()
 
-        thr = Signal(cfg.counter_bits)
+        eff_thr = Signal(cfg.counter_bits)   # the threshold, 0 read as 1 (a register)
         set_idx = Signal(cfg.counter_set_bits + 1)   # one past the last set ends a sweep
         way = Signal(range(W + 1))
-        setbuf = Signal(counter_set_layout(cfg))
+        # The (valid, count) of the ways of the set being swept, a shift register: the way
+        # under test is always entry 0 (no multiplexer indexed by ``way``)
+        ways_buf = Signal(data.ArrayLayout(data.StructLayout(
+            {"valid": 1, "count": cfg.counter_bits}), W))
         level = Signal(cfg.counter_bits + 1)
         running = Signal(self.n_bits)
         total = Signal(self.n_bits)
         walk_i = Signal(self.n_bits)
         key = Signal(cfg.key_bits)
-        pos_way = Signal(self.way_bits)
+        pos_sel = Signal(W)                  # the candidate's way, one-hot (set in WALK_POS)
         cam_set = Signal(max(1, cfg.cam_set_bits))
         slot = Signal(cfg.slot_bits)
         clr = Signal(max(levels, cfg.cam_sets if hashed else 1).bit_length() + 1)
 
-        # RMW pipeline on the histogram: stage 0 presents an address, stage 1 writes
-        # old + 1 (the read port is transparent, so back-to-back equal addresses are right).
-        inc_valid = Signal()
-        inc_addr = Signal(cfg.counter_bits)
+        # RMW pipeline on the histogram, fed by registers only: stage 0 (inc0_*, set by the
+        # WAYS state) presents its address to the read port, stage 1 (inc1_*) writes old + 1.
+        # The read port is not transparent: when stage 0 reads the address stage 1 writes in
+        # the same cycle, inc1_fwd (computed from the two address registers) makes stage 1
+        # take the value written last (h_last) instead of the memory's.
+        inc0_valid = Signal()
+        inc0_addr = Signal(cfg.counter_bits)  # also the PREFIX read address
+        inc0_pos = Signal(max(1, self.pos_bits))
         inc1_valid = Signal()
         inc1_addr = Signal(cfg.counter_bits)
         inc1_pos = Signal(max(1, self.pos_bits))
-        inc_pos = Signal(max(1, self.pos_bits))
+        inc1_fwd = Signal()
+        h_last = Signal(self.n_bits)
+        h_old = Signal(self.n_bits)
         scatter_mode = Signal()
-        m.d.sync += [inc1_valid.eq(inc_valid), inc1_addr.eq(inc_addr), inc1_pos.eq(inc_pos)]
-        m.d.comb += [h_rd.en.eq(1)]
-        with m.If(inc_valid):
-            m.d.comb += h_rd.addr.eq(inc_addr)
+        m.d.sync += [
+            inc1_valid.eq(inc0_valid), inc1_addr.eq(inc0_addr), inc1_pos.eq(inc0_pos),
+            inc1_fwd.eq(inc0_valid & inc1_valid & (inc0_addr == inc1_addr)),
+            h_last.eq(h_old + 1),
+        ]
+        m.d.sync += inc0_valid.eq(0)
+        m.d.comb += [
+            h_rd.en.eq(1), h_rd.addr.eq(inc0_addr),
+            h_old.eq(Mux(inc1_fwd, h_last, h_rd.data)),
+        ]
         with m.If(inc1_valid):
-            m.d.comb += [h_wr.addr.eq(inc1_addr), h_wr.data.eq(h_rd.data + 1), h_wr.en.eq(1)]
+            m.d.comb += [h_wr.addr.eq(inc1_addr), h_wr.data.eq(h_old + 1), h_wr.en.eq(1)]
             with m.If(scatter_mode):
-                m.d.comb += [s_wr.addr.eq(h_rd.data), s_wr.data.eq(inc1_pos), s_wr.en.eq(1)]
+                m.d.comb += [s_wr.addr.eq(h_old), s_wr.data.eq(inc1_pos), s_wr.en.eq(1)]
 
-        entry = setbuf[way[:max(1, self.way_bits)] if W > 1 else 0]
-        eff_thr = Signal(cfg.counter_bits)
-        m.d.comb += eff_thr.eq(Mux(thr == 0, 1, thr))
+        # WALK: the sorted array is read at walk_i and, for a hash CAM, the fill memory at
+        # the key's set, every cycle (each state reads them only when its address is settled)
+        m.d.comb += [s_rd.addr.eq(walk_i), s_rd.en.eq(1)]
+        if hashed:
+            key_set = h3_expr(key, SEED_CAM, cfg.key_bits, cfg.cam_set_bits)
+            m.d.comb += [f_rd.addr.eq(key_set), f_rd.en.eq(1)]
+            m.d.sync += cam_set.eq(key_set)   # in FILL_DECIDE: the set of the current key
+
+        entry = ways_buf[0]
         is_cand = Signal()
         m.d.comb += is_cand.eq(entry.valid & (entry.count >= eff_thr))
 
@@ -205,7 +244,8 @@ class InstallEngine(wiring.Component):
             with m.State("IDLE"):
                 m.d.comb += self.busy.eq(0)
                 with m.If(self.start):
-                    m.d.sync += [thr.eq(self.threshold), clr.eq(0), self.installed.eq(0),
+                    m.d.sync += [eff_thr.eq(Mux(self.threshold == 0, 1, self.threshold)),
+                                 clr.eq(0), self.installed.eq(0),
                                  self.skipped.eq(0), self.candidates.eq(0)]
                     m.next = "CLEAR"
 
@@ -227,7 +267,11 @@ class InstallEngine(wiring.Component):
             with m.State("WAIT_SET"):
                 m.d.comb += self.counter_resp.ready.eq(1)
                 with m.If(self.counter_resp.valid):
-                    m.d.sync += [setbuf.eq(self.counter_resp.payload), way.eq(0)]
+                    m.d.sync += way.eq(0)
+                    m.d.sync += [ways_buf[w].valid.eq(self.counter_resp.payload[w].valid)
+                                 for w in range(W)]
+                    m.d.sync += [ways_buf[w].count.eq(self.counter_resp.payload[w].count)
+                                 for w in range(W)]
                     m.next = "WAYS"
 
             with m.State("WAYS"):
@@ -238,24 +282,27 @@ class InstallEngine(wiring.Component):
                         m.d.sync += set_idx.eq(set_idx + 1)
                         m.next = "READ_SET"
                 with m.Else():
-                    m.d.sync += way.eq(way + 1)
-                    with m.If(is_cand):
-                        # HIST counts levels; SCATTER counts offsets (stored in place)
-                        m.d.comb += [inc_valid.eq(1), inc_addr.eq(entry.count),
-                                     inc_pos.eq(Cat(way[:self.way_bits], set_idx[:cfg.counter_set_bits]))]
+                    # HIST counts levels; SCATTER counts offsets (stored in place)
+                    m.d.sync += [
+                        way.eq(way + 1),
+                        inc0_valid.eq(is_cand),
+                        inc0_addr.eq(entry.count),
+                        inc0_pos.eq(Cat(way[:self.way_bits], set_idx[:cfg.counter_set_bits])),
+                    ]
+                    m.d.sync += [ways_buf[w].eq(ways_buf[w + 1]) for w in range(W - 1)]
 
             with m.State("SWEEP_DONE"):
-                with m.If(~inc1_valid):          # let the last increment land
+                with m.If(~inc0_valid & ~inc1_valid):    # let the last increment land
                     with m.If(scatter_mode):
                         m.d.sync += walk_i.eq(0)
                         m.next = "WALK_READ"
                     with m.Else():
-                        m.d.sync += [level.eq(levels - 1), running.eq(0)]
+                        m.d.sync += [level.eq(levels - 1), inc0_addr.eq(levels - 1),
+                                     running.eq(0)]
                         m.next = "PREFIX_READ"
 
             # PREFIX: from the highest count down to the threshold, hist[c] := start offset
-            with m.State("PREFIX_READ"):
-                m.d.comb += h_rd.addr.eq(level)
+            with m.State("PREFIX_READ"):          # (inc0_addr == level: the read address)
                 m.next = "PREFIX_WRITE"
 
             with m.State("PREFIX_WRITE"):
@@ -266,7 +313,7 @@ class InstallEngine(wiring.Component):
                                  set_idx.eq(0), scatter_mode.eq(1)]
                     m.next = "READ_SET"
                 with m.Else():
-                    m.d.sync += level.eq(level - 1)
+                    m.d.sync += [level.eq(level - 1), inc0_addr.eq(level - 1)]
                     m.next = "PREFIX_READ"
 
             # WALK: candidates in sorted order until the CAM is full
@@ -275,13 +322,13 @@ class InstallEngine(wiring.Component):
                     with m.If(~pb0_valid):      # done once the DMA has every record
                         m.d.sync += self.done.eq(1)
                         m.next = "IDLE"
-                with m.Else():
-                    m.d.comb += [s_rd.addr.eq(walk_i), s_rd.en.eq(1)]
+                with m.Else():                  # (the sorted array is read at walk_i)
                     m.next = "WALK_POS"
 
             with m.State("WALK_POS"):
                 pos = s_rd.data
-                m.d.sync += [pos_way.eq(pos[:self.way_bits]), set_idx.eq(pos[self.way_bits:])]
+                m.d.sync += set_idx.eq(pos[self.way_bits:])
+                m.d.sync += [pos_sel[w].eq(pos[:self.way_bits] == w) for w in range(W)]
                 m.next = "WALK_REQ"
 
             with m.State("WALK_REQ"):
@@ -292,28 +339,31 @@ class InstallEngine(wiring.Component):
             with m.State("WALK_RESP"):
                 m.d.comb += self.counter_resp.ready.eq(1)
                 with m.If(self.counter_resp.valid):
-                    e = self.counter_resp.payload[pos_way if W > 1 else 0]
-                    m.d.sync += key.eq(e.key)
+                    # the candidate's key: an AND-OR of the ways with the one-hot pos_sel
+                    k = 0
+                    for w in range(W):
+                        k = k | Mux(pos_sel[w], self.counter_resp.payload[w].key, 0)
+                    m.d.sync += key.eq(k)
                     if hashed:
-                        m.d.sync += cam_set.eq(h3_expr(e.key, SEED_CAM, cfg.key_bits, cfg.cam_set_bits))
                         m.next = "FILL_READ"
                     else:
                         m.d.sync += slot.eq(self.installed)
                         m.next = "CAM_WRITE"
 
             if hashed:
-                with m.State("FILL_READ"):
-                    m.d.comb += [f_rd.addr.eq(cam_set), f_rd.en.eq(1)]
+                with m.State("FILL_READ"):      # (the fill memory is read at the key's set)
                     m.next = "FILL_DECIDE"
 
                 with m.State("FILL_DECIDE"):
-                    with m.If(f_rd.data == cfg.cam_ways):
+                    used = f_rd.data.n
+                    with m.If(f_rd.data.full):
                         m.d.sync += [self.skipped.eq(self.skipped + 1), walk_i.eq(walk_i + 1)]
                         m.next = "WALK_READ"
                     with m.Else():
-                        m.d.comb += [f_wr.addr.eq(cam_set), f_wr.data.eq(f_rd.data + 1), f_wr.en.eq(1)]
+                        m.d.comb += [f_wr.addr.eq(cam_set), f_wr.data.n.eq(used + 1),
+                                     f_wr.data.full.eq(used == cfg.cam_ways - 1), f_wr.en.eq(1)]
                         ways_bits = (cfg.cam_ways - 1).bit_length()
-                        m.d.sync += slot.eq(Cat(f_rd.data[:ways_bits], cam_set) if ways_bits else cam_set)
+                        m.d.sync += slot.eq(Cat(used[:ways_bits], cam_set) if ways_bits else cam_set)
                         m.next = "CAM_WRITE"
 
             with m.State("CAM_WRITE"):
