@@ -24,8 +24,8 @@ WALK       per candidate in sorted order: read its set, take     ``<= candidates
 ``r`` is the round trip of a counter-array read (request to response, a few cycles). So an
 install takes about ``2**(counter_bits + 1) + 2 * sets * (ways + r) + candidates * (r + 8)``
 cycles. Measured (``bench/gateware_bench.py``) for the ``ulx3s`` preset (4096 sets x 4 ways,
-12-bit counters) after learning a Criteo Kaggle trace: 151,639 cycles for 9,375 candidates
-(4,095 rows installed), about 1.5 ms at 100 MHz. The engine needs a ``2**counter_bits``-entry
+12-bit counters) after learning a Criteo Kaggle trace: 144,868 cycles for 9,375 candidates
+(4,095 rows installed), about 1.4 ms at 100 MHz. The engine needs a ``2**counter_bits``-entry
 histogram and a ``sets * ways``-entry array of (set, way) positions.
 
 The CAM must be empty when the engine starts (the top evicts and clears it first).
