@@ -73,6 +73,10 @@ def synthesise(unit, cfg, out_dir, *, yosys, noflatten=False, json_out=True):
     script = (f"read_verilog -sv {top}.v\nhierarchy -check -top {top}\n"
               f"synth_ecp5{flags} -top {top}{js}\n"
               "tee -q -o stat.json stat -json\n")
+    if noflatten:
+        # the totals from the flattened netlist (Yosys 0.23 writes the hierarchy of a
+        # hierarchical `stat -json` as text into the JSON, so its `design` part is unreadable)
+        script += "flatten\ntee -q -o stat_flat.json stat -json\n"
     (out_dir / "synth.ys").write_text(script)
     t0 = time.perf_counter()
     with open(out_dir / "yosys.log", "w") as log:
@@ -81,8 +85,23 @@ def synthesise(unit, cfg, out_dir, *, yosys, noflatten=False, json_out=True):
     secs = time.perf_counter() - t0
     if rc:
         raise RuntimeError(f"yosys failed on {unit} (rc {rc}): see {out_dir / 'yosys.log'}")
-    stat = json.loads((out_dir / "stat.json").read_text())
+    stat = _read_stat(out_dir / "stat.json")
+    if noflatten:
+        flat = _read_stat(out_dir / "stat_flat.json")
+        stat["design"] = next(iter(flat["modules"].values()))
     return stat, secs, (out_dir / "synth.json") if js else None
+
+
+def _read_stat(path):
+    """A Yosys ``stat -json`` file; Yosys 0.23 appends the design hierarchy as plain text
+    after the ``modules`` object of a hierarchical design: the modules are kept, the rest
+    dropped."""
+    text = Path(path).read_text()
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        head = text[:e.pos].rstrip().rstrip(",")
+        return json.loads(head + "\n}")
 
 
 def _counts(mod_stat):

@@ -158,3 +158,15 @@ def test_unit_area_registers_tiny(tmp_path):
     assert res["total"]["LUT4"] > 50 and res["total"]["FF"] > 50
     assert len(res["paths"]) == 3
     assert res["paths"][0]["levels"] >= res["paths"][1]["levels"] >= res["paths"][2]["levels"] > 0
+
+
+def test_unit_area_reads_yosys_023_hierarchical_stat(tmp_path):
+    """Yosys 0.23 appends the hierarchy as text to a hierarchical `stat -json`."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import unit_area
+    f = tmp_path / "stat.json"
+    f.write_text('{\n   "creator": "Yosys 0.23",\n   "modules": {\n      "\\\\a": {\n'
+                 '         "num_cells_by_type": {"LUT4": 3}\n      }\n   },\n'
+                 '       a.b       1\n   "design": {}\n}\n')
+    st = unit_area._read_stat(f)
+    assert st["modules"]["\\a"]["num_cells_by_type"]["LUT4"] == 3
