@@ -54,8 +54,8 @@ Micro-architecture
   counters and the list bookkeeping see no block RAM read data and no wide compare of the
   same cycle: the gather's filter check is registered in a check stage (G2) after the input
   buffer, the scatter sequencer reads the gather log ahead into a register, the replay
-  registers the log word and link it read, the key's table-id check is made on the J1
-  register (a job with a bad key occupies J1 for a cycle and goes no further), the
+  registers the log word and link it read, the key's table-id check is registered with
+  the job in J1 (a job with a bad key occupies J1 for a cycle and goes no further), the
   in-flight counters count a job when it leaves J1 (their zero tests add the job in J1),
   a scatter's completion is a state of its own after the drain, and ``param_error`` is a
   register.
@@ -134,8 +134,8 @@ Parameters and their rule
 bus width in bytes; ``row_bytes`` a non-zero multiple of it and ``<= max_row_bytes``. A
 violation raises ``param_error`` (registered: one cycle after the parameters change) and no
 new job starts while it is set (the input streams stall, commands stay queued); jobs already
-started finish with the live values, so change parameters only while idle. A key whose table id is ``>= num_tables`` moves
-nothing and sets the sticky ``bad_key``.
+started finish with the live values, so change parameters only while idle. A key whose table
+id is ``>= num_tables`` moves nothing and sets the sticky ``bad_key``.
 
 Errors
 ------
@@ -800,9 +800,9 @@ class GatherScatterDMA(wiring.Component):
                      gsk.i.payload.hash.eq(h3_expr(gi.key, SEED_DMA_FILTER, kb, fb)),
                      self.gather.ready.eq(gsk.i.ready & in_ok)]
         # the gather in the buffer's output register is checked against the filters and
-        # moves, with its registered hit mask, into the check register G2 (`g2_v`, `gp`,
-        # `g2_hits`), which the arbiter serves: neither the filter RAM's read data nor the
-        # compare reaches the arbiter in one cycle
+        # moves, with its registered hit mask, into the check register G2 (`g2_v`, `gp`; the
+        # mask is `hits`, below), which the arbiter serves: neither the filter RAM's read
+        # data nor the compare reaches the arbiter in one cycle
         go = gsk.o.payload
         g2_v = Signal()
         gp = Signal(g_skid_layout)
@@ -867,7 +867,8 @@ class GatherScatterDMA(wiring.Component):
         g2_fresh = Signal()
         hits = Signal(B)
         m.d.comb += hits.eq(Mux(g2_fresh, g2_chk, g2_hits))
-        m.d.sync += [g2_chk.eq(hits_new), g2_fresh.eq(g2_load), g2_hits.eq(hits & ~hits_clr)]
+        m.d.sync += [g2_chk.eq(hits_new), g2_fresh.eq(g2_load),
+                     g2_hits.eq(hits & ~hits_clr)]
         with m.If(g2_load):
             m.d.sync += [g2_v.eq(gsk.o.valid), gp.eq(go)]
         g_blocked = (s_pending.bit_select(gp.bank, 1)
