@@ -848,18 +848,14 @@ class GatherScatterDMA(wiring.Component):
 
         fw_d = Cat(f_fw_eq & f_fw_en[d] for d in range(B))
         ram_m = Signal(B, attrs={"keep": 1})    # kept: the mapper sees the compare alone
-        ram_k = Signal(B)
-        other = Signal(B)
-        m.d.comb += [
-            ram_m.eq(Cat(granule(filt_rp.data, d) == gen[d] for d in range(B))),
-            ram_k.eq(Cat(f_loaded & ~fw_d[d] & armed[d] & (go.bank != d) & ~hits_clr[d]
-                         for d in range(B))),
-            other.eq(Cat((((f_loaded & fw_d[d] & (granule(f_fw_data, d) == gen[d]))
-                           | (~f_loaded & (granule(f_held, d) == gen[d]))) & armed[d]
-                          | (gather_take & (gp.bank == d) & (gp.hash == go.hash)))
-                         & (go.bank != d) & ~hits_clr[d] for d in range(B))),
-            hits_new.eq((ram_k & ram_m) | other),
-        ]
+        ram_k = Cat(f_loaded & ~fw_d[d] & armed[d] & (go.bank != d) & ~hits_clr[d]
+                    for d in range(B))
+        other = Cat((((f_loaded & fw_d[d] & (granule(f_fw_data, d) == gen[d]))
+                      | (~f_loaded & (granule(f_held, d) == gen[d]))) & armed[d]
+                     | (gather_take & (gp.bank == d) & (gp.hash == go.hash)))
+                    & (go.bank != d) & ~hits_clr[d] for d in range(B))
+        m.d.comb += [ram_m.eq(Cat(granule(filt_rp.data, d) == gen[d] for d in range(B))),
+                     hits_new.eq((ram_k & ram_m) | other)]
         # the check of the output register's item is registered every cycle (`g2_chk`,
         # no load enable in the RAM data's path); G2's mask is that result in the cycle
         # after G2 loaded (`g2_fresh`), else its own mask held
@@ -949,7 +945,7 @@ class GatherScatterDMA(wiring.Component):
             compares run side by side, not as a chain of minimums."""
             to_page = Signal(13 - lbb + 1)
             m.d.comb += to_page.eq(Const(PAGE >> lbb, 13 - lbb + 1) - addr[lbb:12])
-            fin = (left <= to_page) & (left <= MB)
+            fin = (to_page >= left) & (left <= MB)
             return Mux(fin, left, Mux(to_page <= MB, to_page, MB)), fin
 
         # precomputed one cycle early (with rj_src/rj_left): the next AR's length and whether
