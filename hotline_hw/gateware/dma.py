@@ -887,9 +887,12 @@ class GatherScatterDMA(wiring.Component):
                     m.d.sync += armed[b].eq(1)
                     with m.If(gp.index >= log_count[b]):
                         m.d.sync += log_count[b].eq(gp.index + 1)
-            with m.If(hits.any()):
-                m.d.comb += [app_en.eq(1), app_q.eq(_lowest(hits, B)), app_pos.eq(g_pos)]
-                m.d.sync += stats["deferred"].eq(stats["deferred"] + 1)
+        # a deferred gather is taken without a grant (`g_base & hits.any()`), so its list
+        # bookkeeping does not wait for the arbiter's priority chain
+        g_defer = g_base & hits.any()
+        with m.If(g_defer):
+            m.d.comb += [app_en.eq(1), app_q.eq(_lowest(hits, B)), app_pos.eq(g_pos)]
+            m.d.sync += stats["deferred"].eq(stats["deferred"] + 1)
 
         m.d.comb += g_held.eq(Cat((g2_v & (gp.bank == b)) | (gsk.o.valid & (go.bank == b))
                                   | (gsk.s_valid & (gsk.s_payload.bank == b))
@@ -897,7 +900,7 @@ class GatherScatterDMA(wiring.Component):
 
         # deferred_into counters
         for b in range(B):
-            inc = gather_take & hits.any() & (gp.bank == b)
+            inc = g_defer & (gp.bank == b)
             dec = g_replay & (rp_pos[ib:] == b)
             m.d.sync += deferred_into[b].eq(deferred_into[b] + inc - dec)
 
