@@ -761,11 +761,13 @@ LINT_WAIVERS = (
     # the stat_* ports, the log counts behind log_count_*, comb helpers (burst lengths,
     # buffer occupancy, filter hits, the list-append position, the next burst's address and
     # beats left `nsrc`/`nleft`/`ndst`/`nwl`, the held-gather mask `g_held`, `rj_src` behind
-    # the tag memory's write data, ...) and the members of the three SyncFIFOs as seen from
-    # `core` (`w_en`, `r_rdy`, ... with `$N` suffixes).
+    # the tag memory's write data, the registered `perr` behind param_error, the filter
+    # compare `ram_m`, the in-flight flags `gath_none`, ...) and the members of the three
+    # SyncFIFOs as seen from `core` (`w_en`, `r_rdy`, ... with `$N` suffixes).
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(st_[a-z_]+|log_count\d+|row_beats|"
            r"replayable|r1_data|occupancy|ip|hits|gathers_done|error|e_pending|aw_len|ar_len|"
-           r"app_pos|to_page|w_en|r_en|r_rdy|w_data|nsrc|nleft|ndst|nwl|g_held|rj_src)"
+           r"app_pos|to_page|w_en|r_en|r_rdy|w_data|nsrc|nleft|ndst|nwl|g_held|rj_src|perr|"
+           r"ram_m|gath_none)"
            r"(\$\d+)?'$", instance=_CORE, reason=
            "alias wires of named signals, read through their driving nets"),
     # amaranth.lib.fifo.SyncFIFOBuffered (row, write-response and write-length queues):
@@ -778,20 +780,16 @@ LINT_WAIVERS = (
     # zero-extends exactly as Amaranth does: the 12-bit page offset subtracted from 4096
     # (13 bits), the beats left of a row (`rj_left`/`wr_left`, up to max_row_bytes / bus)
     # against the burst limits, the buffer occupancy/available beats against a burst length,
-    # `t_base + t_cnt` (buffer address + beat counter), `index >= log_count`.
+    # `index >= log_count`.
     Waiver("WIDTHEXPAND", r"^Operator (SUB|LT|GTE|ADD) expects \d+ bits on the [LR]HS, but "
            r"[LR]HS's (SEL|VARREF '(rj_left|wr_left|avail)') generates \d+ bits\.$",
            instance=_CORE, reason="unsigned operand zero-extended, as Amaranth extends it"),
     # The registered burst lengths `ar_len`/`aw_len` (<= the longest burst) added to the
-    # buffer allocation pointer and compared with the free buffer space / available beats,
-    # and the beats left of a row (a slice of the next-burst subtraction) compared with the
-    # next burst length for the precomputed last-burst flags: zero-extended as in Amaranth.
+    # buffer allocation pointer and compared with the free buffer space / available beats:
+    # zero-extended as in Amaranth.
     Waiver("WIDTHEXPAND", r"^Operator (ADD|LTE|GTE) expects \d+ bits on the [LR]HS, but "
            r"[LR]HS's VARREF '(ar_len|aw_len)' generates \d+ bits\.$",
            instance=_CORE, reason="unsigned burst length zero-extended, as Amaranth extends it"),
-    Waiver("WIDTHEXPAND", r"^Operator EQ expects \d+ bits on the LHS, but LHS's SEL generates "
-           r"\d+ bits\.$", instance=_CORE, reason=
-           "beats left (unsigned slice) zero-extended to the burst length's width"),
     # `buf_free - (ar_ok ? ar_len : 0) + fetch`: Amaranth's signed difference plus the 1-bit
     # `fetch`, which Yosys writes as `$signed({1'h0, fetch})` (a non-negative 2-bit value)
     # sign-extended to the sum's width: the value Amaranth defines.

@@ -36,7 +36,8 @@ Micro-architecture
       -> J1 (select) -> J2 (table base, row * ROW_STRIDE, n * ROW_BYTES) -> J3 (src, dst)
       -> skid buffer -> read issuer: splits src into bursts, one reorder-buffer tag + buffer space each,
          AR; the row's (dst, kind, bank) goes to the row FIFO
-      -> R: tag = head tag of the ID, beat -> data buffer, retire tags in order
+      -> R: tag = head tag of the ID (looked up as the beat is registered), beat -> data
+         buffer, retire tags in order
       -> write issuer: splits dst into bursts, AW only when the burst's data has arrived,
          W streams from the data buffer, B completes rows (all writes use AWID 0)
 
@@ -49,6 +50,15 @@ Micro-architecture
   computed a cycle early, so AR/AW issue and the row FIFO handshakes are one compare of
   register outputs. A request held in an input buffer counts as pending: ``busy`` is set and,
   for a gather, ``gathers_done`` of its bank is clear.
+* **Block RAM outputs and wide checks end in registers.** The arbiter, the in-flight
+  counters and the list bookkeeping see no block RAM read data and no wide compare of the
+  same cycle: the gather's filter check is registered in a check stage (G2) after the input
+  buffer, the scatter sequencer reads the gather log ahead into a register, the replay
+  registers the log word and link it read, the key's table-id check is registered with
+  the job in J1 (a job with a bad key occupies J1 for a cycle and goes no further), the
+  in-flight counters count a job when it leaves J1 (their zero tests add the job in J1),
+  a scatter's completion is a state of its own after the drain, and ``param_error`` is a
+  register.
 * **Read side.** ``tags = 2**ceil_log2(max_outstanding_reads)`` reorder-buffer entries are
   allocated in order; tag ``t`` uses ARID ``t mod ids`` with ``ids = min(2**axi_id_bits,
   tags)``, so the bursts of one ID are tags ``i, i + ids, i + 2 ids, ...`` in issue order and a
@@ -62,7 +72,8 @@ Micro-architecture
   arrived, and a halted DMA can always finish the W beats of the AWs already issued. Reads
   and writes overlap freely (the read side keeps streaming while earlier rows are written).
   Write strobes are always full (rows are whole bus words). Up to ``tags`` write bursts may
-  wait for their B.
+  wait for their B. The W beats of a burst follow its AW's issue, not its acceptance: while
+  AWREADY is held low they may be offered before their AW is accepted (as AXI allows).
 
 Burst rule
 ----------
@@ -89,7 +100,11 @@ Ordering and hazard rule (no lost update)
   the old tables: again false positives at most). The tables of all banks are one memory
   (word = one tag per bank, ulx3s 8192 x 8 bits: four DP16KD), read one cycle ahead: each
   cycle it reads the entry of the gather the input buffer presents next, and a write in that
-  cycle to that entry is forwarded by registers, so the check is one register stage deep.
+  cycle to that entry is forwarded by registers. The check's result (the hit mask) is
+  registered with the gather in the check stage G2, which the arbiter serves; a write in the
+  check's cycle (the G2 gather leaving) is forwarded by comparing hashes, and a scatter
+  completing clears its bank's bit in the mask (registered or being computed), as it
+  clears the bank's filter.
 * A gather into bank ``c`` whose key hits the filter of another bank is **deferred**: its
   log word records the set ``M`` of banks it hit and a snapshot of the epochs, and it joins
   the deferred list of the lowest bank of ``M``. When that bank's scatter completes, its list
@@ -117,10 +132,10 @@ Parameters and their rule
 -------------------------
 ``table_base``, ``row_stride``, ``popular_base``, ``staging_base`` must be multiples of the
 bus width in bytes; ``row_bytes`` a non-zero multiple of it and ``<= max_row_bytes``. A
-violation raises ``param_error`` (combinational, live) and no new job starts while it is set
-(the input streams stall, commands stay queued); jobs already started finish with the live
-values, so change parameters only while idle. A key whose table id is ``>= num_tables`` moves
-nothing and sets the sticky ``bad_key``.
+violation raises ``param_error`` (registered: one cycle after the parameters change) and no
+new job starts while it is set (the input streams stall, commands stay queued); jobs already
+started finish with the live values, so change parameters only while idle. A key whose table
+id is ``>= num_tables`` moves nothing and sets the sticky ``bad_key``.
 
 Errors
 ------
@@ -137,15 +152,17 @@ cleared (``busy`` stays high meanwhile; ``place``/``gather`` wait).
 
 Cycle costs
 -----------
-* Job front end: one row job per cycle (input buffer 1 cycle, J1 -> J3 3 cycles, J skid
-  buffer 1 cycle of latency); a deferred gather
-  replays in 2 cycles; the scatter sequencer emits one row per cycle, the evict sequencer one
+* Job front end: one row job per cycle (input buffer 1 cycle, a gather's check stage G2 1
+  cycle, J1 -> J3 3 cycles, J skid buffer 1 cycle of latency); a deferred gather replays in
+  3 cycles; the scatter sequencer emits one row per cycle (after 2 cycles of log read-ahead)
+  and completes 1 cycle after its last write response, the evict sequencer one
   slot per CAM read round trip (about 3 cycles for a ``full`` CAM, 6 for ``hash``).
 * Read issuer: one AR per cycle; a row of ``b`` beats needs ``ceil(b / 256)`` (+1 per 4 KiB
   crossing) ARs. Read throughput is one beat per cycle while ``max_outstanding_reads`` bursts
   and ``buffer_beats`` cover the memory latency: ``efficiency ~ min(1, bursts in flight *
   burst beats / (latency + burst beats))``.
-* Latency of a row (no contention, memory latency ``L``): ~5 cycles to the AR, ``L + beats``
+* Latency of a row (no contention, memory latency ``L``): ~5 cycles to the AR (a gather
+  6), ``L + beats``
   for the data, ~5 cycles from the last R beat to the AW, ``beats`` of W, then the B.
 """
 
@@ -244,10 +261,6 @@ def _lowest(bits, n):
     return idx
 
 
-def _min(a, b):
-    return Mux(a < b, a, b)
-
-
 class SkidBuffer(wiring.Component):
     """A two-entry pipeline register (skid buffer) between two valid/ready streams.
 
@@ -343,7 +356,8 @@ class GatherScatterDMA(wiring.Component):
     error_resp : ``Out(2)``
         Its response code (2 SLVERR, 3 DECERR).
     param_error : ``Out(1)``
-        The parameters break the alignment rule (live; no new job starts while set).
+        The parameters break the alignment rule (registered, one cycle after the parameters;
+        no new job starts while set).
     bad_key : ``Out(1)``
         Sticky: a job named a key with a table id >= num_tables (it moved nothing).
     cmd_ignored : ``Out(1)``
@@ -455,11 +469,15 @@ class GatherScatterDMA(wiring.Component):
         def misaligned(v):
             return v[:lbb].any()
 
-        perr = ((self.row_bytes == 0) | misaligned(self.row_bytes)
-                | (self.row_bytes > cfg.max_row_bytes) | misaligned(self.row_stride)
-                | misaligned(self.popular_base))
+        perr_c = ((self.row_bytes == 0) | misaligned(self.row_bytes)
+                  | (self.row_bytes > cfg.max_row_bytes) | misaligned(self.row_stride)
+                  | misaligned(self.popular_base))
         for v in list(self.table_base) + list(self.staging_base):
-            perr = perr | misaligned(v)
+            perr_c = perr_c | misaligned(v)
+        # registered (outside the soft-reset domain): the wide OR of the parameter checks
+        # never sits in front of the job logic it gates
+        perr = Signal()
+        top.d.sync += perr.eq(perr_c)
         m.d.comb += self.param_error.eq(perr)
         row_beats = Signal(beat_bits)
         m.d.comb += row_beats.eq(self.row_bytes >> lbb)
@@ -474,9 +492,11 @@ class GatherScatterDMA(wiring.Component):
         scat_inflight = Signal(cnt_bits)
         place_inflight = Signal(cnt_bits)
         evict_inflight = Signal(cnt_bits)
+        # no row of the kind (of the bank) in flight: counter zero and none in J1 (set below)
+        gath_none = Signal(B)
+        scat_none, place_none, evict_none = Signal(), Signal(), Signal()
         gathers_done = Signal(B)
-        m.d.comb += gathers_done.eq(Cat((gath_inflight[b] == 0) & (deferred_into[b] == 0)
-                                        for b in range(B)))
+        m.d.comb += gathers_done.eq(gath_none & Cat(deferred_into[b] == 0 for b in range(B)))
         # the output also waits for gathers still held in the input skid buffer (internally,
         # SCATTER waits only for gathers that have started, as it did for gathers not yet
         # accepted before there was a buffer: a held gather into a bank being scattered waits
@@ -554,15 +574,19 @@ class GatherScatterDMA(wiring.Component):
         sel_bank = Signal(bank_bits)
         sel_key = Signal(kb)
         sel_n = Signal(nbits)
-        sel_bad = Signal()
-        enter = Signal()
-        if cfg.num_tables < (1 << cfg.table_bits):
-            m.d.comb += sel_bad.eq(sel_key[cfg.row_bits:] >= cfg.num_tables)
-        m.d.comb += enter.eq(sel_any & ~sel_bad)
-        with m.If(sel_any & sel_bad):
-            m.d.sync += self.bad_key.eq(1)
 
         j1_kind, j1_bank, j1_key, j1_n = Signal(2), Signal(bank_bits), Signal(kb), Signal(nbits)
+        # the key check is registered with the job in J1 (`j1_bad`): a job with a bad key
+        # takes J1 for a cycle, sets `bad_key` and goes no further. A job counts as
+        # in flight from J1 on (`j1_live`); the in-flight counters add it when it leaves J1
+        j1_bad = Signal()
+        j1_live = Signal()
+        if cfg.num_tables < (1 << cfg.table_bits):
+            with m.If(adv):
+                m.d.sync += j1_bad.eq(sel_key[cfg.row_bits:] >= cfg.num_tables)
+        m.d.comb += j1_live.eq(j1_v & ~j1_bad)
+        with m.If(j1_v & j1_bad):
+            m.d.sync += self.bad_key.eq(1)
         j2_kind, j2_bank = Signal(2), Signal(bank_bits)
         j2_tbase, j2_hprod, j2_nbase, j2_nprod = (Signal(ADDR_BITS, name=n) for n in
                                                   ("j2_tbase", "j2_hprod", "j2_nbase", "j2_nprod"))
@@ -572,9 +596,9 @@ class GatherScatterDMA(wiring.Component):
         sbases = Array(self.staging_base)
         with m.If(adv):
             m.d.sync += [
-                j1_v.eq(enter), j1_kind.eq(sel_kind), j1_bank.eq(sel_bank), j1_key.eq(sel_key),
+                j1_v.eq(sel_any), j1_kind.eq(sel_kind), j1_bank.eq(sel_bank), j1_key.eq(sel_key),
                 j1_n.eq(sel_n),
-                j2_v.eq(j1_v), j2_kind.eq(j1_kind), j2_bank.eq(j1_bank),
+                j2_v.eq(j1_live), j2_kind.eq(j1_kind), j2_bank.eq(j1_bank),
                 j2_tbase.eq(tbases[j1_key[cfg.row_bits:]] if cfg.num_tables > 1
                             else self.table_base[0]),
                 j2_hprod.eq(j1_key[:cfg.row_bits] * self.row_stride),
@@ -594,72 +618,95 @@ class GatherScatterDMA(wiring.Component):
 
         # --- sources ----------------------------------------------------------------------------
         # replay FSM
-        rp_busy_state = Signal()          # 0 idle, 1 data
+        # read (state 1), register the log word and link (state 2), then act on them: the
+        # block RAMs' read data only reaches a register
+        rp_state = Signal(range(3))       # 0 idle, 1 read, 2 data
+        rp_busy_state = Signal()
+        m.d.comb += rp_busy_state.eq(rp_state != 0)
         rp_q = Signal(bank_bits)
         rp_pos = Signal(pos_bits)
         replayable = Signal(B)
         m.d.comb += replayable.eq(Cat(replay_ok[q] & (qcnt[q] != 0) for q in range(B)))
         replay_busy = Signal()
         m.d.comb += replay_busy.eq(rp_busy_state | replayable.any() | s_complete)
-        rp_word = log_rp.data
+        rp_word = Signal(log_layout)
+        rp_link = Signal(pos_bits)
         m.d.comb += [log_rp.en.eq(0), link_rp.en.eq(0), log_sp.en.eq(0)]
         rp_rest = Signal(B)
         m.d.comb += rp_rest.eq(rp_word.mask & ~(epoch ^ rp_word.snap)
                                & ~(Const(1, B) << rp_q)[:B])
         r_replay = Signal()
         g_replay = Signal()
-        with m.If(~rp_busy_state):
-            with m.If(replayable.any() & front_ok):
-                q = _lowest(replayable, B)
-                m.d.comb += [log_rp.addr.eq(qhead[q]), log_rp.en.eq(1),
-                             link_rp.addr.eq(qhead[q]), link_rp.en.eq(1)]
-                m.d.sync += [rp_busy_state.eq(1), rp_q.eq(q), rp_pos.eq(qhead[q])]
-        with m.Else():
-            with m.If(front_ok):
-                with m.If(rp_rest.any()):
-                    m.d.comb += [app_en.eq(1), app_q.eq(_lowest(rp_rest, B)), app_pos.eq(rp_pos),
-                                 pop_en.eq(1), pop_q.eq(rp_q), pop_next.eq(link_rp.data)]
-                    m.d.sync += rp_busy_state.eq(0)
-                with m.Else():
-                    m.d.comb += r_replay.eq(1)
-                    with m.If(g_replay):
-                        m.d.comb += [pop_en.eq(1), pop_q.eq(rp_q), pop_next.eq(link_rp.data)]
-                        m.d.sync += rp_busy_state.eq(0)
+        with m.Switch(rp_state):
+            with m.Case(0):
+                with m.If(replayable.any() & front_ok):
+                    q = _lowest(replayable, B)
+                    m.d.comb += [log_rp.addr.eq(qhead[q]), log_rp.en.eq(1),
+                                 link_rp.addr.eq(qhead[q]), link_rp.en.eq(1)]
+                    m.d.sync += [rp_state.eq(1), rp_q.eq(q), rp_pos.eq(qhead[q])]
+            with m.Case(1):
+                m.d.sync += [rp_word.eq(log_rp.data), rp_link.eq(link_rp.data), rp_state.eq(2)]
+            with m.Case(2):
+                with m.If(front_ok):
+                    with m.If(rp_rest.any()):
+                        m.d.comb += [app_en.eq(1), app_q.eq(_lowest(rp_rest, B)),
+                                     app_pos.eq(rp_pos),
+                                     pop_en.eq(1), pop_q.eq(rp_q), pop_next.eq(rp_link)]
+                        m.d.sync += rp_state.eq(0)
+                    with m.Else():
+                        m.d.comb += r_replay.eq(1)
+                        with m.If(g_replay):
+                            m.d.comb += [pop_en.eq(1), pop_q.eq(rp_q), pop_next.eq(rp_link)]
+                            m.d.sync += rp_state.eq(0)
 
         # scatter sequencer
         s_pending = Signal(B)
-        s_state = Signal(range(4))        # 0 idle, 1 wait, 2 run, 3 drain
+        # The log is read ahead into a two-stage pipeline (memory output `s_av`, then the
+        # register `s_word`/`s_kv` the arbiter sees), so the block RAM's read data never
+        # reaches the arbiter in the cycle it leaves the RAM; one row per cycle while granted.
+        s_state = Signal(range(5))        # 0 idle, 1 wait, 2 run, 3 drain, 4 complete
         s_bank = Signal(bank_bits)
-        s_i = Signal(ib + 1)
-        s_kv = Signal()
+        s_i = Signal(ib + 1)              # log index of the row in `s_word`
+        s_ri = Signal(ib + 1)             # next log index to read
+        s_av = Signal()                   # the read port's data is log entry s_ri - 1
+        s_kv = Signal()                   # `s_word` holds entry s_i
+        s_word = Signal(log_layout)
+        s_more = Signal()                 # entries left to read (registered)
         r_scat, g_scat = Signal(), Signal()
-        s_word = log_sp.data
-        m.d.comb += log_sp.addr.eq(Cat(s_i[:ib], s_bank))
+        s_mv = Signal()
+        m.d.comb += [log_sp.addr.eq(Cat(s_ri[:ib], s_bank)),
+                     s_mv.eq(s_av & (~s_kv | g_scat))]
         with m.Switch(s_state):
             with m.Case(0):
                 with m.If(s_pending.any()):
                     m.d.sync += [s_bank.eq(_lowest(s_pending, B)), s_state.eq(1)]
             with m.Case(1):
                 with m.If(gathers_done.bit_select(s_bank, 1) & ~replay_busy):
-                    m.d.sync += [s_i.eq(0), s_kv.eq(0),
+                    m.d.sync += [s_i.eq(0), s_ri.eq(0), s_av.eq(0), s_kv.eq(0),
+                                 s_more.eq(log_count[s_bank] != 0),
                                  s_state.eq(Mux(log_count[s_bank] == 0, 3, 2))]
             with m.Case(2):
-                with m.If(~s_kv):
-                    m.d.comb += log_sp.en.eq(1)
-                    m.d.sync += s_kv.eq(1)
-                with m.Else():
-                    m.d.comb += r_scat.eq(1)
-                    with m.If(g_scat):
-                        with m.If(s_i + 1 == log_count[s_bank]):
-                            m.d.sync += [s_kv.eq(0), s_state.eq(3)]
-                        with m.Else():
-                            m.d.comb += [log_sp.en.eq(1),
-                                         log_sp.addr.eq(Cat((s_i + 1)[:ib], s_bank))]
-                            m.d.sync += s_i.eq(s_i + 1)
+                m.d.comb += r_scat.eq(s_kv)
+                with m.If(~s_av | s_mv):
+                    m.d.comb += log_sp.en.eq(s_more)
+                    m.d.sync += s_av.eq(s_more)
+                    with m.If(s_more):
+                        m.d.sync += [s_ri.eq(s_ri + 1),
+                                     s_more.eq(s_ri + 1 != log_count[s_bank])]
+                with m.If(s_mv):
+                    m.d.sync += [s_word.eq(log_sp.data), s_kv.eq(1)]
+                with m.Elif(g_scat):
+                    m.d.sync += s_kv.eq(0)
+                with m.If(g_scat):
+                    m.d.sync += s_i.eq(s_i + 1)
+                    with m.If(s_i + 1 == log_count[s_bank]):
+                        m.d.sync += [s_kv.eq(0), s_state.eq(3)]
             with m.Case(3):
-                with m.If(scat_inflight == 0):
-                    m.d.comb += s_complete.eq(1)
-                    m.d.sync += s_state.eq(0)
+                with m.If(scat_none):
+                    m.d.sync += s_state.eq(4)
+            with m.Case(4):
+                m.d.comb += s_complete.eq(1)
+                m.d.sync += s_state.eq(0)
         with m.If(s_complete):
             for b in range(B):
                 with m.If(s_bank == b):
@@ -683,7 +730,7 @@ class GatherScatterDMA(wiring.Component):
                 with m.If(e_pending):
                     m.d.sync += e_state.eq(1)
             with m.Case(1):
-                with m.If((place_inflight == 0) & front_ok):
+                with m.If(place_none & front_ok):
                     m.d.sync += [e_slot.eq(0), e_state.eq(2)]
             with m.Case(2):
                 m.d.comb += self.cam_read_req.valid.eq(1)
@@ -706,7 +753,7 @@ class GatherScatterDMA(wiring.Component):
                     with m.Else():
                         m.d.sync += [e_slot.eq(e_slot + 1), e_state.eq(2)]
             with m.Case(4):
-                with m.If(evict_inflight == 0):
+                with m.If(evict_none):
                     m.d.sync += [e_pending.eq(0), e_state.eq(0)]
 
         # commands
@@ -752,15 +799,24 @@ class GatherScatterDMA(wiring.Component):
                      gsk.i.payload.index.eq(gi.index),
                      gsk.i.payload.hash.eq(h3_expr(gi.key, SEED_DMA_FILTER, kb, fb)),
                      self.gather.ready.eq(gsk.i.ready & in_ok)]
-        gp = gsk.o.payload
+        # the gather in the buffer's output register is checked against the filters and
+        # moves, with its registered hit mask, into the check register G2 (`g2_v`, `gp`; the
+        # mask is `hits`, below), which the arbiter serves: neither the filter RAM's read
+        # data nor the compare reaches the arbiter in one cycle
+        go = gsk.o.payload
+        g2_v = Signal()
+        gp = Signal(g_skid_layout)
+        g2_hits = Signal(B)
         g_hash = gp.hash
         # filter read, one cycle ahead: every cycle the memory reads the entry of the item
         # the buffer's output register loads next (the skid register's, else the input's),
         # with en = 1, so neither its address nor its enable depends on this cycle's
         # hazard check. `f_cur` is the entry of the item in the output register: the fresh
-        # read in the cycle after a load, else the word held since (an item is written into
-        # the filter only when it leaves the output register, so a held word stays exact).
-        # A write in the read's cycle (the item leaving) is forwarded by registers.
+        # read in the cycle after a load, else the word held since. Only the item in G2
+        # writes the filter, when it is taken, and G2 then loads the output register's item
+        # in the same cycle, so a held word stays exact for as long as it is used. A write
+        # in the read's cycle is forwarded by registers, a write in the check's cycle (the
+        # G2 item leaving) by comparing hashes.
         f_cand = Signal(fb)
         m.d.comb += [f_cand.eq(Mux(gsk.s_valid, gsk.s_payload.hash, gsk.i.payload.hash)),
                      filt_rp.addr.eq(f_cand), filt_rp.en.eq(1)]
@@ -777,18 +833,49 @@ class GatherScatterDMA(wiring.Component):
                                  Cat(Mux(f_fw_eq & f_fw_en[d], f_fw_data[d * G:(d + 1) * G],
                                          filt_rp.data[d * G:(d + 1) * G]) for d in range(B)),
                                  f_held))
+        gather_take = Signal()
+        g2_load = Signal()
+        hits_new = Signal(B)
+        # a completing scatter clears its bank's filter (generation bump, `armed` cleared):
+        # no gather hits that bank any more, also one checked in this very cycle
+        hits_clr = Signal(B)
+        m.d.comb += hits_clr.eq(Mux(s_complete, (Const(1, B) << s_bank)[:B], 0))
+        # the RAM word is compared with the generation and then meets one AND-OR with terms
+        # made of registers only (`ram_k`: the fresh read is the entry; `other`: the
+        # forwarded or held word hits, or the G2 item's write in this cycle hits)
+        def granule(v, d):
+            return v[d * G:(d + 1) * G]
+
+        fw_d = Cat(f_fw_eq & f_fw_en[d] for d in range(B))
+        ram_m = Signal(B, attrs={"keep": 1})    # kept: the mapper sees the compare alone
+        ram_k = Cat(f_loaded & ~fw_d[d] & armed[d] & (go.bank != d) & ~hits_clr[d]
+                    for d in range(B))
+        other = Cat((((f_loaded & fw_d[d] & (granule(f_fw_data, d) == gen[d]))
+                      | (~f_loaded & (granule(f_held, d) == gen[d]))) & armed[d]
+                     | (gather_take & (gp.bank == d) & (gp.hash == go.hash)))
+                    & (go.bank != d) & ~hits_clr[d] for d in range(B))
+        m.d.comb += [ram_m.eq(Cat(granule(filt_rp.data, d) == gen[d] for d in range(B))),
+                     hits_new.eq((ram_k & ram_m) | other)]
+        # the check of the output register's item is registered every cycle (`g2_chk`,
+        # no load enable in the RAM data's path); G2's mask is that result in the cycle
+        # after G2 loaded (`g2_fresh`), else its own mask held
+        g2_chk = Signal(B)
+        g2_fresh = Signal()
         hits = Signal(B)
-        m.d.comb += hits.eq(Cat(armed[d] & (f_cur[d * G:(d + 1) * G] == gen[d])
-                                & (gp.bank != d) for d in range(B)))
+        m.d.comb += hits.eq(Mux(g2_fresh, g2_chk, g2_hits))
+        m.d.sync += [g2_chk.eq(hits_new), g2_fresh.eq(g2_load),
+                     g2_hits.eq(hits & ~hits_clr)]
+        with m.If(g2_load):
+            m.d.sync += [g2_v.eq(gsk.o.valid), gp.eq(go)]
         g_blocked = (s_pending.bit_select(gp.bank, 1)
                      | ((s_state != 0) & (s_bank == gp.bank)))
         g_base = Signal()
-        m.d.comb += g_base.eq(gsk.o.valid & front_ok & ~replay_busy & ~g_blocked)
+        m.d.comb += g_base.eq(g2_v & front_ok & ~replay_busy & ~g_blocked)
         r_gath, g_gath = Signal(), Signal()
-        gather_take = Signal()
         m.d.comb += [r_gath.eq(g_base & ~hits.any()),
                      gather_take.eq(g_base & (hits.any() | g_gath)),
-                     gsk.o.ready.eq(gather_take | (error & ~rst_pending))]
+                     g2_load.eq(~g2_v | gather_take | (error & ~rst_pending)),
+                     gsk.o.ready.eq(g2_load)]
         g_pos = Cat(gp.index, gp.bank)
         m.d.comb += [log_wp.addr.eq(g_pos), log_wp.en.eq(gather_take),
                      log_wp.data.eq(Cat(gp.key, hits, epoch)),
@@ -800,17 +887,20 @@ class GatherScatterDMA(wiring.Component):
                     m.d.sync += armed[b].eq(1)
                     with m.If(gp.index >= log_count[b]):
                         m.d.sync += log_count[b].eq(gp.index + 1)
-            with m.If(hits.any()):
-                m.d.comb += [app_en.eq(1), app_q.eq(_lowest(hits, B)), app_pos.eq(g_pos)]
-                m.d.sync += stats["deferred"].eq(stats["deferred"] + 1)
+        # a deferred gather is taken without a grant (`g_base & hits.any()`), so its list
+        # bookkeeping does not wait for the arbiter's priority chain
+        g_defer = g_base & hits.any()
+        with m.If(g_defer):
+            m.d.comb += [app_en.eq(1), app_q.eq(_lowest(hits, B)), app_pos.eq(g_pos)]
+            m.d.sync += stats["deferred"].eq(stats["deferred"] + 1)
 
-        m.d.comb += g_held.eq(Cat((gsk.o.valid & (gp.bank == b))
+        m.d.comb += g_held.eq(Cat((g2_v & (gp.bank == b)) | (gsk.o.valid & (go.bank == b))
                                   | (gsk.s_valid & (gsk.s_payload.bank == b))
                                   for b in range(B)))
 
         # deferred_into counters
         for b in range(B):
-            inc = gather_take & hits.any() & (gp.bank == b)
+            inc = g_defer & (gp.bank == b)
             dec = g_replay & (rp_pos[ib:] == b)
             m.d.sync += deferred_into[b].eq(deferred_into[b] + inc - dec)
 
@@ -843,9 +933,10 @@ class GatherScatterDMA(wiring.Component):
         rt = Signal(tb_)                    # oldest tag (retire pointer)
         wa = Signal(db + 1)                 # buffer allocation pointer
         wptr = Signal(db + 1)               # buffer read (W fetch) pointer
-        t_base = Array(Signal(db, name=f"t_base{t}") for t in range(T))
+        # buffer address of the tag's next R beat (its burst's space starts at `wa` when
+        # the AR is issued)
+        t_ptr = Array(Signal(db, name=f"t_ptr{t}") for t in range(T))
         t_len = Array(Signal(8, name=f"t_len{t}") for t in range(T))
-        t_cnt = Array(Signal(8, name=f"t_cnt{t}") for t in range(T))
         t_done = Array(Signal(name=f"t_done{t}") for t in range(T))
         t_err = Array(Signal(name=f"t_err{t}") for t in range(T))
         m.submodules.tag_addr = tag_addr = Memory(shape=ADDR_BITS, depth=T, init=[])
@@ -853,9 +944,12 @@ class GatherScatterDMA(wiring.Component):
         ta_rp = tag_addr.read_port(domain="sync")
 
         def burst_len(addr, left):
+            """``(min(left, beats to the next 4 KiB boundary, MB), left fits in it)``: the
+            compares run side by side, not as a chain of minimums."""
             to_page = Signal(13 - lbb + 1)
-            m.d.comb += to_page.eq((Const(PAGE, 13) - addr[:12]) >> lbb)
-            return _min(_min(left, to_page), MB)
+            m.d.comb += to_page.eq(Const(PAGE >> lbb, 13 - lbb + 1) - addr[lbb:12])
+            fin = (to_page >= left) & (left <= MB)
+            return Mux(fin, left, Mux(to_page <= MB, to_page, MB)), fin
 
         # precomputed one cycle early (with rj_src/rj_left): the next AR's length and whether
         # it is the row's last, and the free buffer space, so that AR issue and `rd_take` use
@@ -883,19 +977,19 @@ class GatherScatterDMA(wiring.Component):
         nsrc = Signal(ADDR_BITS)
         nleft = Signal(beat_bits)
         m.d.comb += [nsrc.eq(rj_src + (ar_len << lbb)), nleft.eq(rj_left - ar_len)]
-        nlen = burst_len(nsrc, nleft)
+        nlen, nfin = burst_len(nsrc, nleft)
         jo = jsk.o.payload
-        jlen = burst_len(jo.src, row_beats)
+        jlen, jfin = burst_len(jo.src, row_beats)
         with m.If(ar_ok):
             m.d.sync += [
                 ar_valid.eq(1), axi.araddr.eq(rj_src), axi.arlen.eq(ar_len - 1),
                 axi.arid.eq(ip[:idl] if idl else 0),
-                t_base[ip].eq(wa[:db]), t_len[ip].eq(ar_len - 1), t_cnt[ip].eq(0),
+                t_ptr[ip].eq(wa[:db]), t_len[ip].eq(ar_len - 1),
                 t_done[ip].eq(0), t_err[ip].eq(0),
                 wa.eq(wa + ar_len), ip.eq(ip + 1),
             ]
             m.d.sync += [rj_src.eq(nsrc), rj_left.eq(nleft), ar_len.eq(nlen),
-                         ar_fin.eq(nleft == nlen)]
+                         ar_fin.eq(nfin)]
             with m.If(ar_last):
                 m.d.sync += rj_v.eq(0)
         with m.Elif(axi.arready):
@@ -905,39 +999,47 @@ class GatherScatterDMA(wiring.Component):
                      rowin.kind.eq(jo.kind), rowin.bank.eq(jo.bank)]
         with m.If(rd_take):
             m.d.sync += [rj_v.eq(1), rj_src.eq(jo.src), rj_left.eq(row_beats), ar_len.eq(jlen),
-                         ar_fin.eq(row_beats == jlen)]
+                         ar_fin.eq(jfin)]
 
         # --- R channel: tag lookup, data into the buffer --------------------------------------
         m.submodules.buf = buf = Memory(shape=cfg.axi_data_bits, depth=D, init=[])
         buf_wp = buf.write_port()
         buf_rp = buf.read_port(domain="sync")
+        # the beat's tag is looked up as the beat is registered: `head_tag[rid]`, or its
+        # successor when the previous beat (in r1) ends a burst of the same ID. With one ID
+        # per tag (ids == tags) the tag is the ID itself.
         r1_v, r1_last = Signal(), Signal()
         r1_id = Signal(max(1, idl))
         r1_data = Signal(cfg.axi_data_bits)
         r1_resp = Signal(2)
+        r_tag = Signal(tb_)
+        rid = axi.rid[:idl] if idl else Const(0, 1)
+        if ids == T:
+            tag_in = rid
+        else:
+            head_tag = Array(Signal(tb_, init=i, name=f"head_tag{i}") for i in range(ids))
+
+            def head(i):
+                return head_tag[i] if ids > 1 else head_tag[0]
+            tag_in = Mux(r1_v & r1_last & (r1_id == rid), (head(r1_id) + ids)[:tb_], head(rid))
         m.d.comb += axi.rready.eq(1)
         m.d.sync += r1_v.eq(axi.rvalid)
         with m.If(axi.rvalid):
-            m.d.sync += [r1_id.eq(axi.rid[:idl] if idl else 0), r1_data.eq(axi.rdata),
+            m.d.sync += [r1_id.eq(rid), r1_data.eq(axi.rdata), r_tag.eq(tag_in),
                          r1_resp.eq(axi.rresp), r1_last.eq(axi.rlast)]
-        head_tag = Array(Signal(tb_, init=i, name=f"head_tag{i}") for i in range(ids))
-        r_tag = Signal(tb_)
-        m.d.comb += [r_tag.eq(head_tag[r1_id] if ids > 1 else head_tag[0]),
-                     buf_wp.addr.eq(t_base[r_tag] + t_cnt[r_tag]), buf_wp.data.eq(r1_data),
+        m.d.comb += [buf_wp.addr.eq(t_ptr[r_tag]), buf_wp.data.eq(r1_data),
                      buf_wp.en.eq(r1_v), ta_rp.addr.eq(r_tag), ta_rp.en.eq(r1_v)]
         cap_r = Signal()
         m.d.sync += cap_r.eq(0)
         with m.If(cap_r):
             m.d.sync += self.error_addr.eq(ta_rp.data)
         with m.If(r1_v):
-            m.d.sync += [t_cnt[r_tag].eq(t_cnt[r_tag] + 1),
+            m.d.sync += [t_ptr[r_tag].eq(t_ptr[r_tag] + 1),
                          stats["bytes_read"].eq(stats["bytes_read"] + bb)]
             with m.If(r1_last):
                 m.d.sync += t_done[r_tag].eq(1)
-                if ids > 1:
-                    m.d.sync += head_tag[r1_id].eq(head_tag[r1_id] + ids)
-                else:
-                    m.d.sync += head_tag[0].eq(head_tag[0] + ids)
+                if ids < T:
+                    m.d.sync += head(r1_id).eq(head(r1_id) + ids)
             with m.If(r1_resp[1]):
                 m.d.sync += t_err[r_tag].eq(1)
                 with m.If(~error):
@@ -988,13 +1090,13 @@ class GatherScatterDMA(wiring.Component):
         ndst = Signal(ADDR_BITS)
         nwl = Signal(beat_bits)
         m.d.comb += [ndst.eq(wr_dst + (aw_len << lbb)), nwl.eq(wr_left - aw_len)]
-        nwlen = burst_len(ndst, nwl)
+        nwlen, nwfin = burst_len(ndst, nwl)
         rowout = data.View(row_layout, row_fifo.r_data)
-        wlen = burst_len(rowout.dst, rowout.beats)
+        wlen, wfin = burst_len(rowout.dst, rowout.beats)
         with m.If(aw_ok):
             m.d.sync += [aw_valid.eq(1), axi.awaddr.eq(wr_dst), axi.awlen.eq(aw_len - 1)]
             m.d.sync += [wr_dst.eq(ndst), wr_left.eq(nwl), aw_len.eq(nwlen),
-                         aw_fin.eq(nwl == nwlen)]
+                         aw_fin.eq(nwfin)]
             with m.If(aw_last):
                 m.d.sync += wr_v.eq(0)
         with m.Elif(axi.awready):
@@ -1002,7 +1104,7 @@ class GatherScatterDMA(wiring.Component):
         with m.If(wr_take):
             m.d.sync += [wr_v.eq(1), wr_dst.eq(rowout.dst), wr_left.eq(rowout.beats),
                          wr_kind.eq(rowout.kind), wr_bank.eq(rowout.bank), aw_len.eq(wlen),
-                         aw_fin.eq(rowout.beats == wlen)]
+                         aw_fin.eq(wfin)]
 
         # W: buffer read (stage 1) -> W register (stage 2)
         s1_v, s1_last = Signal(), Signal()
@@ -1053,24 +1155,35 @@ class GatherScatterDMA(wiring.Component):
             with m.If(ok_row & (bout.kind == kind)):
                 m.d.sync += stats[name].eq(stats[name] + 1)
 
-        # in-flight row counters: +1 at J1 entry, -1 at the row's last write response
+        # in-flight row counters: +1 when the job leaves J1 (while in J1 it is counted by
+        # the `*_none` flags above through `j1_live`), -1 at the row's last write response
         def count(sig, inc, dec):
             m.d.sync += sig.eq(sig + inc - dec)
 
+        j1_out = adv & j1_live
+        m.d.comb += [
+            gath_none.eq(Cat((gath_inflight[b] == 0)
+                             & ~(j1_live & (j1_kind == KIND_GATHER) & (j1_bank == b))
+                             for b in range(B))),
+            scat_none.eq((scat_inflight == 0) & ~(j1_live & (j1_kind == KIND_SCATTER))),
+            place_none.eq((place_inflight == 0) & ~(j1_live & (j1_kind == KIND_PLACE))),
+            evict_none.eq((evict_inflight == 0) & ~(j1_live & (j1_kind == KIND_EVICT))),
+        ]
         for b in range(B):
-            count(gath_inflight[b], enter & (sel_kind == KIND_GATHER) & (sel_bank == b),
+            count(gath_inflight[b], j1_out & (j1_kind == KIND_GATHER) & (j1_bank == b),
                   done_row & (bout.kind == KIND_GATHER) & (bout.bank == b))
-        count(scat_inflight, enter & (sel_kind == KIND_SCATTER),
+        count(scat_inflight, j1_out & (j1_kind == KIND_SCATTER),
               done_row & (bout.kind == KIND_SCATTER))
-        count(place_inflight, enter & (sel_kind == KIND_PLACE),
+        count(place_inflight, j1_out & (j1_kind == KIND_PLACE),
               done_row & (bout.kind == KIND_PLACE))
-        count(evict_inflight, enter & (sel_kind == KIND_EVICT),
+        count(evict_inflight, j1_out & (j1_kind == KIND_EVICT),
               done_row & (bout.kind == KIND_EVICT))
 
         # --- status -----------------------------------------------------------------------------
         m.d.comb += quiescent.eq((in_use == 0) & ~ar_valid & ~aw_valid & (b_fifo.level == 0)
                                  & ~r1_v & (e_state != 2) & (e_state != 3))
-        work = (j1_v | j2_v | j3_v | jsk.o.valid | psk.o.valid | gsk.o.valid | rj_v | wr_v
+        work = (j1_v | j2_v | j3_v | jsk.o.valid | psk.o.valid | gsk.o.valid | g2_v | rj_v
+                | wr_v
                 | (row_fifo.level != 0) | s_pending.any()
                 | (s_state != 0) | e_pending | (e_state != 0) | rp_busy_state)
         for q in range(B):
