@@ -120,6 +120,14 @@ class DedupBank(Elaboratable):
         Results ``0 .. head_need - 1`` of res_q belong to the fragmenter's next beat to
         leave (0 if none is waiting), which forwards the index of a ``DUP`` whose ``NEW``
         has not retired: the resolver passes such a ``DUP`` there instead of waiting.
+    fwd_lo : In, an ordinal
+        A ``DUP`` with ordinal ``>= fwd_lo`` may leave unresolved: the fragmenter forwards
+        its index (its ``NEW`` is in the beat retired last or later).
+    take_ok : Out(lanes), a register
+        Bit ``k``: res_q holds entries ``0 .. k`` and each may leave now: not a ``DUP``,
+        resolved, or a ``DUP`` with ordinal ``>= fwd_lo``. Computed from the previous
+        cycle's entries and ``fwd_lo`` for the places after its pop (``pop_n`` selects
+        last): an entry pushed or resolved counts a cycle later.
     batch_start : In(1)
         Pulse between mini-batches (only while :attr:`idle`): forget every key.
     idle : Out(1)
@@ -139,6 +147,8 @@ class DedupBank(Elaboratable):
         self.res_q = MultiQueue(rl, geo.res_depth, 1, L, update=upd, name=f"{p}_res")
         self.wq = RingQueue(geo.value_bits, geo.wq_depth, L, 1, name=f"{p}_wq")
         self.head_need = Signal(range(L + 1), name=f"{p}_head_need")
+        self.fwd_lo = Signal(range(geo.entries + 1), name=f"{p}_fwd_lo")
+        self.take_ok = Signal(L, name=f"{p}_take_ok")
         self.batch_start = Signal(name=f"{p}_batch_start")
         self.idle = Signal(name=f"{p}_idle")
 
@@ -310,6 +320,22 @@ class DedupBank(Elaboratable):
                 # which forwards the index: pass it, or the entries behind it in the same
                 # beat would wait for the resolver while the beat waits for them
                 m.d.comb += adv.eq(1)
+
+        # --- take_ok: the entries that may leave, for the places after this cycle's pop ----
+        nq = min(geo.res_depth, 2 * L - 1)
+        okx = []
+        for k in range(nq):
+            ek = data.View(rl, res_q.entries[k])
+            okx.append((res_q.level > k) & ((ek.kind != KIND_DUP) | ek.resolved
+                                            | (ek.ord >= self.fwd_lo)))
+        cands = []
+        for p in range(L + 1):
+            bits, acc = [], Const(1, 1)
+            for k in range(L):
+                acc = acc & (okx[k + p] if k + p < nq else Const(0, 1))
+                bits.append(acc)
+            cands.append(Cat(*bits))
+        m.d.sync += self.take_ok.eq(Array(cands)[pop])
 
         # --- mini-batch boundary -----------------------------------------------------------
         with m.If(self.batch_start):

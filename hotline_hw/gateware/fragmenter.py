@@ -15,7 +15,9 @@ Pipeline
    framing error: the stream stopped).
 2. **CAM** (external, ``cam_*`` ports, ``cam_latency`` cycles, every lane every cycle): the
    results are queued in the **result FIFO**, in step with the meta FIFO.
-3. **Dispatch** (one beat per cycle): classifies each lane (``HIT``, ``OVERFLOW``, ``MISS``);
+3. **Dispatch** (one beat per cycle): a beat's meta and CAM results leave their FIFOs into
+   a register with each lane's kind (``HIT``, ``OVERFLOW``, ``MISS``), each miss's rank among
+   the beat's misses to its de-dup bank and the misses per bank; from there dispatch
    pushes the sample's verdict into the **verdict FIFO** as soon as it is known (at its first
    lookup that is not a hit: non-popular; at its end: popular); pushes each miss into its
    de-dup bank (:mod:`.dedup`, up to ``lanes`` misses a cycle over ``2 * lanes`` banks); and
@@ -353,24 +355,48 @@ class MiniBatchFragmenter(wiring.Component):
             m.submodules[f"dedup{b}"] = bank
             banks.append(bank)
 
-        dm = data.View(meta_layout, metaf.r_data)
-        dr = data.View(res_layout, resf.r_data)
+        # The dispatch register (d0): a beat's meta and CAM results leave their FIFOs into
+        # it with each lane's kind, each miss's rank in its bank and the misses per bank
+        # (timing: the CAM hits do not reach the de-dup banks' queues in the same cycle).
+        fm = data.View(meta_layout, metaf.r_data)
+        fr = data.View(res_layout, resf.r_data)
+        f_kind = [Mux(~fm.keep[i], K_NONE, Mux(fm.ovf[i], K_OVF, Mux(fr.hit[i], K_HIT, K_MISS)))
+                  for i in range(L)]
+        f_miss = [fm.keep[i] & ~fm.ovf[i] & ~fr.hit[i] for i in range(L)]
+
+        def fbank(i):
+            return fm.bank[i] if bb else Const(0, 1)
+
+        d0_valid = Signal()
+        d0_meta = Signal(meta_layout)
+        d0_res = Signal(res_layout)
         kind = [Signal(2, name=f"d_kind{i}") for i in range(L)]
-        for i in range(L):
-            m.d.comb += kind[i].eq(Mux(~dm.keep[i], K_NONE,
-                                       Mux(dm.ovf[i], K_OVF, Mux(dr.hit[i], K_HIT, K_MISS))))
+        rank = [Signal(range(L), name=f"d_rank{i}") for i in range(L)]
+        d_need = [Signal(range(L + 1), name=f"d_need{b}") for b in range(B)]
+        d_sel = [Signal(L, name=f"d_sel{b}") for b in range(B)]   # lane i: a miss to bank b
+        d0_load = Signal()
+        dispatch = Signal()
+        m.d.comb += [d0_load.eq(metaf.r_rdy & resf.r_rdy & (~d0_valid | dispatch)),
+                     metaf.r_en.eq(d0_load), resf.r_en.eq(d0_load)]
+        with m.If(d0_load):
+            m.d.sync += [d0_valid.eq(1), d0_meta.eq(fm), d0_res.eq(fr)]
+            for i in range(L):
+                m.d.sync += [
+                    kind[i].eq(f_kind[i]),
+                    rank[i].eq(_popcount(f_miss[j] & (fbank(j) == fbank(i)) for j in range(i))),
+                ]
+            for b in range(B):
+                m.d.sync += [
+                    d_need[b].eq(_popcount(f_miss[i] & (fbank(i) == b) for i in range(L))),
+                    d_sel[b].eq(Cat(*[f_miss[i] & (fbank(i) == b) for i in range(L)])),
+                ]
+        with m.Elif(dispatch):
+            m.d.sync += d0_valid.eq(0)
+        dm = d0_meta
+        dr = d0_res
         miss = [kind[i] == K_MISS for i in range(L)]
         nonhit = Cat(*[(kind[i] == K_OVF) | miss[i] for i in range(L)]).any()
 
-        def dbank(i):
-            return dm.bank[i] if bb else Const(0, 1)
-
-        # rank of each miss among the beat's misses to the same bank
-        rank = []
-        for i in range(L):
-            r = Signal(range(L), name=f"d_rank{i}")
-            m.d.comb += r.eq(_popcount(miss[j] & (dbank(j) == dbank(i)) for j in range(i)))
-            rank.append(r)
         bank_ok = Signal()
         oks = []
         op_l = []
@@ -380,12 +406,8 @@ class MiniBatchFragmenter(wiring.Component):
             if geo.lset_bits:
                 m.d.comb += op.lset.eq(dm.lset[i])
             op_l.append(op)
-        d_need = []
         for b, bank in enumerate(banks):
-            need = Signal(range(L + 1), name=f"d_need{b}")
-            m.d.comb += need.eq(_popcount(miss[i] & (dbank(i) == b) for i in range(L)))
-            d_need.append(need)
-            oks.append(bank.in_q.space >= need)
+            oks.append(bank.in_q.space >= d_need[b])
             for i in range(L):
                 m.d.comb += [bank.in_q.wr_off[i].eq(rank[i]), bank.in_q.wr_data[i].eq(op_l[i])]
         m.d.comb += bank_ok.eq(Cat(*oks).all())
@@ -411,24 +433,22 @@ class MiniBatchFragmenter(wiring.Component):
         ]
         started = Signal()
         start_now = Signal()
-        m.d.comb += start_now.eq(metaf.r_rdy & dm.first & ~started & dedup_idle)
+        m.d.comb += start_now.eq(d0_valid & dm.first & ~started & dedup_idle)
         for bk in banks:
             m.d.comb += bk.batch_start.eq(start_now)
         with m.If(start_now):
             m.d.sync += started.eq(1)
 
-        dispatch = Signal()
-        m.d.comb += dispatch.eq(metaf.r_rdy & resf.r_rdy & beatf.w_rdy & verdf.w_rdy & bank_ok
+        m.d.comb += dispatch.eq(d0_valid & beatf.w_rdy & verdf.w_rdy & bank_ok
                                 & (~dm.first | started))
         with m.If(dispatch & dm.first):
             m.d.sync += started.eq(0)
-        m.d.comb += [metaf.r_en.eq(dispatch), resf.r_en.eq(dispatch),
-                     beatf.w_en.eq(dispatch), verdf.w_en.eq(dispatch & v_push),
+        m.d.comb += [beatf.w_en.eq(dispatch), verdf.w_en.eq(dispatch & v_push),
                      verdf.w_data.eq(v_np)]
         for b, bank in enumerate(banks):
             m.d.comb += bank.in_q.push_n.eq(Mux(dispatch, d_need[b], 0))
             for i in range(L):
-                m.d.comb += bank.in_q.wr_en[i].eq(dispatch & miss[i] & (dbank(i) == b))
+                m.d.comb += bank.in_q.wr_en[i].eq(dispatch & d_sel[b][i])
         with m.If(dispatch):
             with m.If(dm.user):
                 m.d.sync += v_pushed.eq(0)
@@ -498,6 +518,7 @@ class MiniBatchFragmenter(wiring.Component):
         rp_beat = Signal(beat_layout)        # the beat, as it was in the beat FIFO
         rp_res = [Signal(res_l, name=f"rp_res{i}") for i in range(L)]    # lane's de-dup result
         rp_new = Signal(L)                   # lane is a new row (a miss, KIND_NEW)
+        rp_any_new = Signal()                # rp_new != 0
         rp_pre = [Signal(range(L), name=f"rp_pre{i}") for i in range(L)]  # new rows before it
         rp_rn = [Signal(range(L), name=f"rp_rn{i}") for i in range(L)]   # ... in its bank
         rp_nn = [Signal(range(L + 1), name=f"rp_nn{b}") for b in range(B)]  # new rows per bank
@@ -513,7 +534,7 @@ class MiniBatchFragmenter(wiring.Component):
         # per bank: new rows retired in this mini-batch (their ordinals are 0 .. fcnt - 1),
         # and the first ordinal of the beat retired last (h0)
         fcnt = [Signal(range(geo.entries + 1), name=f"f_cnt{b}") for b in range(B)]
-        hlo = [Signal(range(geo.entries + 1), name=f"f_hlo{b}") for b in range(B)]
+        hlo = [bk.fwd_lo for bk in banks]   # (registers of the fragmenter)
 
         rb = rp_beat
         retire = Signal()                    # 4b retires the beat in rp_*
@@ -522,7 +543,7 @@ class MiniBatchFragmenter(wiring.Component):
         def rbank(i):
             return rb.bank[i] if bb else Const(0, 1)
 
-        # Whether each bank's first results may leave: `tk_ok{b}` bit k (registered): the
+        # Whether each bank's first results may leave: `take_ok` bit k (registered): the
         # bank's res_q holds entries 0 .. k and each is final or will be by assign: not a
         # DUP, or resolved, or a DUP whose NEW is not older than the beat retired last
         # (ordinal >= hlo: that NEW is in this beat, in rp_*, or one of the last three
@@ -531,37 +552,19 @@ class MiniBatchFragmenter(wiring.Component):
         # this cycle's pop (pop_n selects last): results pushed or resolved this cycle count
         # a cycle later; an entry only gains `resolved`, and hlo moves by one beat a cycle,
         # which the three history beats cover.
-        tk_ok = [Signal(L, name=f"tk_ok{b}") for b in range(B)]
+        # (the register is the bank's `take_ok`, given the threshold `fwd_lo` = hlo)
         bank_ok = []
         for b, bk in enumerate(banks):
-            q = bk.res_q
-            nq = min(q.depth, 2 * L - 1)
-            okx = []
-            for sidx in range(nq):
-                e = data.View(res_l, q.entries[sidx])
-                x = Signal(name=f"tk_x{b}_{sidx}")
-                m.d.comb += x.eq((q.level > sidx) & ((e.kind != KIND_DUP) | e.resolved
-                                                     | (e.ord >= hlo[b])))
-                okx.append(x)
-            cands = []
-            for pp in range(L + 1):
-                bits, acc = [], Const(1, 1)
-                for k in range(L):
-                    acc = acc & (okx[k + pp] if k + pp < nq else Const(0, 1))
-                    bits.append(acc)
-                c = Signal(L, name=f"tk_c{b}_{pp}")
-                m.d.comb += c.eq(Cat(*bits))
-                cands.append(c)
-            m.d.sync += tk_ok[b].eq(Array(cands)[q.pop_n])
             okb = Signal(name=f"tk_bank_ok{b}")
-            m.d.comb += okb.eq(Array([Const(1, 1)] + [tk_ok[b][k] for k in range(L)])
+            m.d.comb += okb.eq(Array([Const(1, 1)] + [bk.take_ok[k] for k in range(L)])
                                [ab.need[b]])
             bank_ok.append(okb)
         take = Signal()
         m.d.comb += take.eq(beatf.r_rdy & Cat(*bank_ok).all() & (~rp_valid | retire))
         m.d.comb += beatf.r_en.eq(take)
         with m.If(take):
-            m.d.sync += [rp_valid.eq(1), rp_beat.eq(beatf.r_data), rp_new.eq(Cat(*anew))]
+            m.d.sync += [rp_valid.eq(1), rp_beat.eq(beatf.r_data), rp_new.eq(Cat(*anew)),
+                         rp_any_new.eq(Cat(*anew).any())]
             for i in range(L):
                 m.d.sync += [
                     rp_res[i].eq(ares[i]),
@@ -639,11 +642,12 @@ class MiniBatchFragmenter(wiring.Component):
         wq_ok = Cat(*wq_ok_l).all()
 
         g_keep = Cat(*staged)
-        g_any = rp_new.any() & room[0]       # == (g_keep != 0): the first new row is staged
+        # the beat waits for room in the gather FIFO if it has a new row (staged or not:
+        # `rp_any_new` is a register, so retire does not wait for the staging count)
         sb_layout = data.StructLayout({"beat": out_layout, "has_sample": 1, "last": 1})
         m.submodules.sbuf = sbuf = SyncFIFOBuffered(width=sb_layout.size, depth=sbuf_depth)
         pend_valid = Signal()                # a retired mini-batch's figures await do_term
-        m.d.comb += retire.eq(rp_valid & wq_ok & sbuf.w_rdy & (~g_any | gathf.w_rdy)
+        m.d.comb += retire.eq(rp_valid & wq_ok & sbuf.w_rdy & (~rp_any_new | gathf.w_rdy)
                               & ~(rb.last & pend_valid))
         for b, bk in enumerate(banks):
             m.d.comb += [bk.res_q.pop_n.eq(Mux(take, ab.need[b], 0)),
@@ -784,9 +788,9 @@ class MiniBatchFragmenter(wiring.Component):
             self.ev_bad_key.eq(retire & (rb.bad_n != 0)),
             self.ev_overflow.eq(retire & (Cat(*sfull).any() | Cat(*dfull).any())),
             self.ev_framing.eq(retire & rb.ferr),
-            self.busy.eq(b_open | (metaf.level != 0) | ~all_idle | (outp.level != 0)
+            self.busy.eq(b_open | (metaf.level != 0) | d0_valid | ~all_idle | (outp.level != 0)
                          | (outn.level != 0) | (gathf.level != 0)),
-            self.gather_busy.eq(b_open | (metaf.level != 0) | ~dedup_idle
+            self.gather_busy.eq(b_open | (metaf.level != 0) | d0_valid | ~dedup_idle
                                 | (gathf.level != 0)),
         ]
         return m
