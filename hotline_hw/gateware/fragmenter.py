@@ -55,7 +55,7 @@ the beat retired last, nor resolved by its bank yet waits for its bank's resolve
 four cycles). A popular sample's beats leave once its last beat is dispatched; other
 samples' beats leave as soon as their de-dup results are known. **Latency** from a sample's
 last input beat to its first output beat: at least :attr:`MiniBatchFragmenter.min_latency`
-cycles (``cam_latency + 8``) with no backpressure; it grows only while earlier beats still
+cycles (``cam_latency + 10``) with no backpressure; it grows only while earlier beats still
 wait (a de-dup bank queue, a full output), never unboundedly: nothing waits for a later beat.
 
 Statistics
@@ -212,7 +212,7 @@ class MiniBatchFragmenter(wiring.Component):
     @property
     def min_latency(self):
         """Cycles from a sample's last input beat to its first output beat, no backpressure."""
-        return self.cam_latency + 8
+        return self.cam_latency + 10
 
     def elaborate(self, platform):
         cfg, geo = self.cfg, self.geo
