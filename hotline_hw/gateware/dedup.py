@@ -10,13 +10,18 @@ A bank
 ------
 * **in_q** (a register ring, :class:`RingQueue`): misses ``{key, lset}`` (``lset`` = set
   within the bank), up to ``lanes`` per cycle, in stream order; each lane writes its own entry.
-* **Lookup** (2 stages, one miss per cycle): ``B0`` reads the set word from block RAM
-  (transparent to the write of ``B1``, so back-to-back misses to one set need no other
-  forwarding); ``B1`` compares the ways. A way holding the key -> ``DUP(ord)``; else the
-  lowest free way takes the key -> ``NEW(ord)`` with ``ord`` the bank's next ordinal
-  (0, 1, 2, ... per mini-batch); no free way -> ``FULL``. A set is *touched* once written
-  in the current mini-batch; an untouched set reads as empty, so starting a mini-batch is one
-  cycle (a register per set is cleared), never a sweep of the RAM.
+* **Lookup** (3 stages, one miss per cycle): ``B0`` reads the set word from block RAM
+  (transparent to the write of ``B2``); ``B1`` compares each way with the key and registers
+  the word, the ways holding the key and the free ways; ``B2`` chooses. A way holding the
+  key -> ``DUP(ord)``; else the lowest free way takes the key -> ``NEW(ord)`` with ``ord``
+  the bank's next ordinal (0, 1, 2, ... per mini-batch); no free way -> ``FULL``. The miss
+  right behind a ``NEW`` to the same set read the word before that write: the write is
+  forwarded into its ``B2`` (the written way is used, and holds its key if the keys are
+  equal, a compare of two registers made in ``B1``). Two misses apart, the read sees the
+  write (transparency). A set is *touched* once written in the current mini-batch; an
+  untouched set reads as empty, so starting a mini-batch is one cycle (a register per set
+  is cleared), never a sweep of the RAM. Timing: the RAM read ends at the per-way compare
+  registers; the way choice, the ``NEW`` write and the result push start from registers.
 * **res_q** (a shifting register queue, :class:`MultiQueue`): results in stream order, read
   ``lanes`` at a time by the fragmenter's retire stage, which gives every ``NEW`` its
   staging index in stream order.
@@ -26,7 +31,9 @@ A bank
 * **Resolver**: walks res_q in order and fills in the index of each ``DUP``: from the RAM
   when its ordinal is below ``drained`` (one cycle), straight from wq when the value is
   still queued (ordinal below ``pushed``, the values pushed into wq), else it waits: the
-  ``NEW`` has not retired yet. A ``DUP`` whose ``NEW`` is in the same input beat, in the beat
+  ``NEW`` has not retired yet; it passes such a ``DUP`` of the fragmenter's next beat
+  (``head_need``), whose index the fragmenter forwards (waiting there would hold up the
+  ``DUP`` entries behind it in the same beat, a deadlock). A ``DUP`` whose ``NEW`` is in the same input beat, in the beat
   being assigned or in the beat retired last, is resolved by the fragmenter's retire stages
   (forwarding); they may pop an entry whose RAM read the resolver has just started, and the
   read is then dropped (``r_wait`` is set only for an entry that stays).
@@ -109,6 +116,18 @@ class DedupBank(Elaboratable):
     res_q : :class:`MultiQueue` of ``result_layout`` (pop side: ``level``, ``peek``, ``pop_n``).
     wq : :class:`RingQueue` of ``value_bits`` (push side). It restarts with each mini-batch,
         so the value of ordinal ``o`` is at slot ``o % wq_depth`` while queued.
+    head_need : In, ``0 .. lanes``
+        Results ``0 .. head_need - 1`` of res_q belong to the fragmenter's next beat to
+        leave (0 if none is waiting), which forwards the index of a ``DUP`` whose ``NEW``
+        has not retired: the resolver passes such a ``DUP`` there instead of waiting.
+    fwd_lo : In, an ordinal
+        A ``DUP`` with ordinal ``>= fwd_lo`` may leave unresolved: the fragmenter forwards
+        its index (its ``NEW`` is in the beat retired last or later).
+    take_ok : Out(lanes), a register
+        Bit ``k``: res_q holds entries ``0 .. k`` and each may leave now: not a ``DUP``,
+        resolved, or a ``DUP`` with ordinal ``>= fwd_lo``. Computed from the previous
+        cycle's entries and ``fwd_lo`` for the places after its pop (``pop_n`` selects
+        last): an entry pushed or resolved counts a cycle later.
     batch_start : In(1)
         Pulse between mini-batches (only while :attr:`idle`): forget every key.
     idle : Out(1)
@@ -127,6 +146,9 @@ class DedupBank(Elaboratable):
         assert rl["value"].offset + rl["value"].width == rl.size
         self.res_q = MultiQueue(rl, geo.res_depth, 1, L, update=upd, name=f"{p}_res")
         self.wq = RingQueue(geo.value_bits, geo.wq_depth, L, 1, name=f"{p}_wq")
+        self.head_need = Signal(range(L + 1), name=f"{p}_head_need")
+        self.fwd_lo = Signal(range(geo.entries + 1), name=f"{p}_fwd_lo")
+        self.take_ok = Signal(L, name=f"{p}_take_ok")
         self.batch_start = Signal(name=f"{p}_batch_start")
         self.idle = Signal(name=f"{p}_idle")
 
@@ -148,44 +170,80 @@ class DedupBank(Elaboratable):
         newcnt = Signal(range(geo.entries + 1))
 
         # --- B0: issue one miss --------------------------------------------------------
+        # An op is issued when res_q has room for it and the ops in B1 and B2.
         b1_valid = Signal()
         b1_op = Signal(geo.op_layout(cfg))
         b1_touched = Signal()
-        b1_new = Signal()
+        b2_valid = Signal()
+        b2_op = Signal(geo.op_layout(cfg))
         op = in_q.peek[0]
         issue = Signal()
         m.d.comb += [
-            issue.eq((in_q.level != 0) & (res_q.space > b1_valid)),
+            issue.eq((in_q.level != 0) & (res_q.space > b1_valid + b2_valid)),
             in_q.pop_n.eq(issue),
             rp.addr.eq(op.lset),
         ]
+        # The set is touched if a write before this cycle touched it, or if the op in B2
+        # (which writes now, seen through the read port's transparency) is on this set: if
+        # that op does not write, the set was touched already (it read a used way).
         m.d.sync += [
             b1_valid.eq(issue),
             b1_op.eq(op),
             b1_touched.eq(touched.bit_select(op.lset, 1)
-                          | (b1_new & (b1_op.lset == op.lset))),
+                          | (b2_valid & (b2_op.lset == op.lset))),
         ]
 
-        # --- B1: compare, allocate, write --------------------------------------------------
+        # --- B1: the set word arrives; compare the ways --------------------------------
         cur = Signal(word_layout)
         m.d.comb += cur.eq(Mux(b1_touched, rp.data.as_value(), 0))
-        m_any, m_way, m_ord, s1 = priority(
-            [cur[w].used & (cur[w].key == b1_op.key) for w in range(ways)],
-            [cur[w].ord for w in range(ways)])
-        f_any, f_way, _, s2 = priority([~cur[w].used for w in range(ways)])
+        b2_word = Signal(word_layout)
+        b2_match = Signal(ways)              # way w holds the key (in the word as read)
+        b2_free = Signal(ways)               # way w is free (in the word as read)
+        # forwarding: the op in B2 writes the set of the op in B1 in the same cycle, after
+        # B1's read: B2 of the later op puts that entry into way `b2f_way` of its word
+        b2f_oh = Signal(ways)                # one-hot way written by the previous op (or 0)
+        b2f_keq = Signal()                   # ... with the same key
+        b2f_entry = Signal(entry)            # ... the entry it wrote
+        m.d.sync += [
+            b2_valid.eq(b1_valid),
+            b2_op.eq(b1_op),
+            b2_word.eq(cur),
+            b2_match.eq(Cat(*[cur[w].used & (cur[w].key == b1_op.key) for w in range(ways)])),
+            b2_free.eq(Cat(*[~cur[w].used for w in range(ways)])),
+        ]
+
+        # --- B2: choose, allocate, write ---------------------------------------------------
+        word = Signal(word_layout)           # the set word with the previous op's write
+        for w in range(ways):
+            m.d.comb += word[w].eq(Mux(b2f_oh[w], b2f_entry, b2_word[w]))
+        match = Signal(ways)
+        free = Signal(ways)
+        m.d.comb += [match.eq(b2_match | Mux(b2f_keq, b2f_oh, 0)),
+                     free.eq(b2_free & ~b2f_oh)]
+        m_any, m_way, m_ord, s1 = priority([match[w] for w in range(ways)],
+                                           [word[w].ord for w in range(ways)])
+        f_any, f_way, _, s2 = priority([free[w] for w in range(ways)])
         m.d.comb += s1 + s2
-        m.d.comb += b1_new.eq(b1_valid & ~m_any & f_any)
+        b2_new = Signal()
+        m.d.comb += b2_new.eq(b2_valid & ~m_any & f_any)
+        new_entry = Signal(entry)
+        m.d.comb += [new_entry.used.eq(1), new_entry.key.eq(b2_op.key), new_entry.ord.eq(newcnt)]
         new_word = Signal(word_layout)
-        m.d.comb += new_word.eq(cur)
+        m.d.comb += new_word.eq(word)
         for w in range(ways):
             with m.If(f_way == w):
-                m.d.comb += [new_word[w].used.eq(1), new_word[w].key.eq(b1_op.key),
-                             new_word[w].ord.eq(newcnt)]
-        m.d.comb += [wp.addr.eq(b1_op.lset), wp.data.eq(new_word), wp.en.eq(b1_new)]
+                m.d.comb += new_word[w].eq(new_entry)
+        m.d.comb += [wp.addr.eq(b2_op.lset), wp.data.eq(new_word), wp.en.eq(b2_new)]
+        fwd = b2_new & (b2_op.lset == b1_op.lset)
+        m.d.sync += [
+            b2f_oh.eq(Mux(fwd, Cat(f_way == w for w in range(ways)), 0)),
+            b2f_keq.eq(b2_op.key == b1_op.key),
+            b2f_entry.eq(new_entry),
+        ]
         res = res_q.wr_data[0]
         m.d.comb += [
-            res_q.push_n.eq(b1_valid),
-            res_q.wr_en.eq(b1_valid),
+            res_q.push_n.eq(b2_valid),
+            res_q.wr_en.eq(b2_valid),
             res.kind.eq(Mux(m_any, KIND_DUP, Mux(f_any, KIND_NEW, KIND_FULL))),
             res.ord.eq(Mux(m_any, m_ord, newcnt)),
         ]
@@ -193,9 +251,9 @@ class DedupBank(Elaboratable):
         # (`touched.bit_select(...).eq(1)`) becomes a case statement whose every branch Yosys
         # turns into a mux per bit, O(sets^2) cells (it ran the `kaggle` synthesis out of
         # memory); a decoder is one comparator per set.
-        with m.If(b1_new):
+        with m.If(b2_new):
             m.d.sync += [newcnt.eq(newcnt + 1),
-                         touched.eq(touched | Cat(b1_op.lset == s for s in range(geo.sets)))]
+                         touched.eq(touched | Cat(b2_op.lset == s for s in range(geo.sets)))]
 
         # --- index memory: wq drains into it -------------------------------------------
         m.submodules.index = imem = Memory(shape=geo.value_bits, depth=geo.entries, init=[])
@@ -211,9 +269,10 @@ class DedupBank(Elaboratable):
         # --- resolver ------------------------------------------------------------------------
         # `pushed` counts the values pushed into wq (drained + wq.level), so whether a DUP's
         # value is known (ord < pushed) and where it is (ord < drained: RAM) are two compares
-        # of the entry's ord with registers, side by side. The next rptr is chosen among
-        # values precomputed from rptr alone, by adv and by res_q.pop_n (the fragmenter's
-        # take, the latest signal) last.
+        # of the entry's ord with registers, side by side; they are made for every entry
+        # of res_q at once and selected by rptr (timing: rptr only drives muxes). The next
+        # rptr is chosen among values precomputed from rptr alone, by adv and by
+        # res_q.pop_n (the fragmenter's take, the latest signal) last.
         rptr = Signal(range(geo.res_depth + 1))
         r_wait = Signal()                    # the RAM is being read for the DUP at rptr
         pushed = Signal(range(geo.entries + 1))
@@ -227,31 +286,61 @@ class DedupBank(Elaboratable):
                       for p in range(L + 1)]) for a in (0, 1)]
         m.d.sync += rptr.eq(Mux(adv, nxt[1][pop], nxt[0][pop]))
         m.d.sync += r_wait.eq(0)
+        rl = geo.result_layout()
         rvalue = Signal(geo.value_bits)      # the index found for the DUP at rptr
         m.d.comb += [res_q.upd_off.eq(rptr),
                      res_q.upd_data.eq(Cat(e.kind, e.ord, Const(1, 1), rvalue))]
-        in_ram = Signal()
-        known = Signal()
-        m.d.comb += [in_ram.eq(e.ord < drained), known.eq(e.ord < pushed)]
+        f_done, f_ram, f_known = [], [], []
+        for k, ent in enumerate(res_q.entries):
+            ek = data.View(rl, ent)
+            f_done.append((ek.kind != KIND_DUP) | ek.resolved)
+            f_ram.append(ek.ord < drained)
+            f_known.append(ek.ord < pushed)
+        done, in_ram, known = Signal(), Signal(), Signal()
+        rsel = rptr[:ceil_log2(geo.res_depth)]
+        m.d.comb += [done.eq(Array(f_done)[rsel]), in_ram.eq(Array(f_ram)[rsel]),
+                     known.eq(Array(f_known)[rsel])]
+        # the index RAM is read at the entry's ordinal every cycle; used after an `in_ram`
+        m.d.comb += ir.addr.eq(e.ord)
         with m.If(r_wait):
             m.d.comb += [res_q.upd_en.eq(1), rvalue.eq(ir.data), adv.eq(1)]
         with m.Elif(rptr < res_q.level):
-            with m.If((e.kind != KIND_DUP) | e.resolved):
+            with m.If(done):
                 m.d.comb += adv.eq(1)
             with m.Elif(in_ram):
                 # the read answers next cycle; not if the fragmenter pops the entry now
                 # (it may take a DUP forwarded from its own pipeline)
-                m.d.comb += ir.addr.eq(e.ord)
                 m.d.sync += r_wait.eq(rptr >= pop)
             with m.Elif(known):
                 # wq restarts with the mini-batch and takes one value per ordinal, in order
                 m.d.comb += [res_q.upd_en.eq(1), rvalue.eq(wq.at_slot(e.ord)),
                              adv.eq(1)]
+            with m.Elif(rptr < self.head_need):
+                # its NEW has not retired and it leaves with the fragmenter's next beat,
+                # which forwards the index: pass it, or the entries behind it in the same
+                # beat would wait for the resolver while the beat waits for them
+                m.d.comb += adv.eq(1)
+
+        # --- take_ok: the entries that may leave, for the places after this cycle's pop ----
+        nq = min(geo.res_depth, 2 * L - 1)
+        okx = []
+        for k in range(nq):
+            ek = data.View(rl, res_q.entries[k])
+            okx.append((res_q.level > k) & ((ek.kind != KIND_DUP) | ek.resolved
+                                            | (ek.ord >= self.fwd_lo)))
+        cands = []
+        for p in range(L + 1):
+            bits, acc = [], Const(1, 1)
+            for k in range(L):
+                acc = acc & (okx[k + p] if k + p < nq else Const(0, 1))
+                bits.append(acc)
+            cands.append(Cat(*bits))
+        m.d.sync += self.take_ok.eq(Array(cands)[pop])
 
         # --- mini-batch boundary -----------------------------------------------------------
         with m.If(self.batch_start):
             m.d.sync += [touched.eq(0), newcnt.eq(0), drained.eq(0), pushed.eq(0), rptr.eq(0)]
 
-        m.d.comb += self.idle.eq((in_q.level == 0) & ~b1_valid & (res_q.level == 0)
+        m.d.comb += self.idle.eq((in_q.level == 0) & ~b1_valid & ~b2_valid & (res_q.level == 0)
                                  & (wq.level == 0))
         return m

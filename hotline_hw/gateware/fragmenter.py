@@ -15,7 +15,9 @@ Pipeline
    framing error: the stream stopped).
 2. **CAM** (external, ``cam_*`` ports, ``cam_latency`` cycles, every lane every cycle): the
    results are queued in the **result FIFO**, in step with the meta FIFO.
-3. **Dispatch** (one beat per cycle): classifies each lane (``HIT``, ``OVERFLOW``, ``MISS``);
+3. **Dispatch** (one beat per cycle): a beat's meta and CAM results leave their FIFOs into
+   a register with each lane's kind (``HIT``, ``OVERFLOW``, ``MISS``), each miss's rank among
+   the beat's misses to its de-dup bank and the misses per bank; from there dispatch
    pushes the sample's verdict into the **verdict FIFO** as soon as it is known (at its first
    lookup that is not a hit: non-popular; at its end: popular); pushes each miss into its
    de-dup bank (:mod:`.dedup`, up to ``lanes`` misses a cycle over ``2 * lanes`` banks); and
@@ -24,11 +26,16 @@ Pipeline
    the previous one has left (about 10 cycles), then starts the banks' new mini-batch.
 4. **Retire** (one beat per cycle, in order), two stages. *Take*: the beat leaves the beat
    FIFO with its de-dup results into a pipeline register once every repeated row's index is
-   known: resolved in its bank, or forwarded from an earlier lane of the beat, from the beat
-   in the register, or from the beat retired last. *Assign*: each new row gets the next
+   resolved in its bank or will be forwarded at *assign*: its first occurrence is in the
+   beat itself, in the register, or in the beat retired last (the ``DUP``'s ordinal is not
+   below that beat's first ``NEW`` ordinal in the bank). Whether each bank's first results
+   may leave is a register per bank and place (``tk_ok``), so the take decision is a few
+   gates from flip-flops; the beat's rank of each miss in its bank and misses per bank come
+   from dispatch, in the beat FIFO. *Assign*: each new row gets the next
    staging index (a prefix count over the beat's lanes), or ``OVERFLOW`` past
-   ``staging_rows``; a repeated row takes its first occurrence's index; a row whose de-dup
-   set is full leaves as ``OVERFLOW``. The translated beat goes to the output FIFO of its
+   ``staging_rows``; a repeated row takes its first occurrence's index (resolved, or
+   forwarded from an earlier lane of the beat or from the last three retired beats); a row
+   whose de-dup set is full leaves as ``OVERFLOW``. The translated beat goes to the output FIFO of its
    sample's verdict, the beat's newly staged rows to the gather FIFO (one beat, up to
    ``lanes`` requests; ``gather``'s valid and payload are the FIFO's output registers), and
    the statistics are counted. After a mini-batch's last beat each output gets a terminator
@@ -44,11 +51,11 @@ about 10, per mini-batch; beats already accepted keep the input busy meanwhile);
 de-dup bank offered more misses than its queue holds (``lanes`` misses can land in one bank;
 on average a bank gets ``lanes * miss_rate / (2 * lanes)`` < 0.5 per cycle); (c) a repeated
 row whose first occurrence is neither in its own beat, nor in the beat being assigned or
-the beat retired last, nor resolved by its bank yet waits for its bank's resolver (one to
-three cycles). A popular sample's beats leave once its last beat is dispatched; other
+the beat retired last, nor resolved by its bank yet waits for its bank's resolver (two to
+four cycles). A popular sample's beats leave once its last beat is dispatched; other
 samples' beats leave as soon as their de-dup results are known. **Latency** from a sample's
 last input beat to its first output beat: at least :attr:`MiniBatchFragmenter.min_latency`
-cycles (``cam_latency + 8``) with no backpressure; it grows only while earlier beats still
+cycles (``cam_latency + 10``) with no backpressure; it grows only while earlier beats still
 wait (a de-dup bank queue, a full output), never unboundedly: nothing waits for a later beat.
 
 Statistics
@@ -61,7 +68,7 @@ Event pulses ``ev_minibatch`` (a mini-batch completed), ``ev_bad_key``, ``ev_ove
 feed the status and interrupt registers.
 """
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
@@ -205,7 +212,7 @@ class MiniBatchFragmenter(wiring.Component):
     @property
     def min_latency(self):
         """Cycles from a sample's last input beat to its first output beat, no backpressure."""
-        return self.cam_latency + 8
+        return self.cam_latency + 10
 
     def elaborate(self, platform):
         cfg, geo = self.cfg, self.geo
@@ -330,6 +337,8 @@ class MiniBatchFragmenter(wiring.Component):
             "kind": data.ArrayLayout(2, L),
             "value": data.ArrayLayout(vb, L),
             "bank": data.ArrayLayout(max(1, bb), L),
+            "rank": data.ArrayLayout(max(1, ceil_log2(L)), L),   # a miss's place in its bank
+            "need": data.ArrayLayout(bits_for(L), B),          # the beat's misses per bank
             "user": 1, "last": 1, "has_sample": 1, "sid": sidb, "bad_n": nbad,
             "long_end": 1, "ferr": 1, "idwrap": 1,
         })
@@ -346,24 +355,48 @@ class MiniBatchFragmenter(wiring.Component):
             m.submodules[f"dedup{b}"] = bank
             banks.append(bank)
 
-        dm = data.View(meta_layout, metaf.r_data)
-        dr = data.View(res_layout, resf.r_data)
+        # The dispatch register (d0): a beat's meta and CAM results leave their FIFOs into
+        # it with each lane's kind, each miss's rank in its bank and the misses per bank
+        # (timing: the CAM hits do not reach the de-dup banks' queues in the same cycle).
+        fm = data.View(meta_layout, metaf.r_data)
+        fr = data.View(res_layout, resf.r_data)
+        f_kind = [Mux(~fm.keep[i], K_NONE, Mux(fm.ovf[i], K_OVF, Mux(fr.hit[i], K_HIT, K_MISS)))
+                  for i in range(L)]
+        f_miss = [fm.keep[i] & ~fm.ovf[i] & ~fr.hit[i] for i in range(L)]
+
+        def fbank(i):
+            return fm.bank[i] if bb else Const(0, 1)
+
+        d0_valid = Signal()
+        d0_meta = Signal(meta_layout)
+        d0_res = Signal(res_layout)
         kind = [Signal(2, name=f"d_kind{i}") for i in range(L)]
-        for i in range(L):
-            m.d.comb += kind[i].eq(Mux(~dm.keep[i], K_NONE,
-                                       Mux(dm.ovf[i], K_OVF, Mux(dr.hit[i], K_HIT, K_MISS))))
+        rank = [Signal(range(L), name=f"d_rank{i}") for i in range(L)]
+        d_need = [Signal(range(L + 1), name=f"d_need{b}") for b in range(B)]
+        d_sel = [Signal(L, name=f"d_sel{b}") for b in range(B)]   # lane i: a miss to bank b
+        d0_load = Signal()
+        dispatch = Signal()
+        m.d.comb += [d0_load.eq(metaf.r_rdy & resf.r_rdy & (~d0_valid | dispatch)),
+                     metaf.r_en.eq(d0_load), resf.r_en.eq(d0_load)]
+        with m.If(d0_load):
+            m.d.sync += [d0_valid.eq(1), d0_meta.eq(fm), d0_res.eq(fr)]
+            for i in range(L):
+                m.d.sync += [
+                    kind[i].eq(f_kind[i]),
+                    rank[i].eq(_popcount(f_miss[j] & (fbank(j) == fbank(i)) for j in range(i))),
+                ]
+            for b in range(B):
+                m.d.sync += [
+                    d_need[b].eq(_popcount(f_miss[i] & (fbank(i) == b) for i in range(L))),
+                    d_sel[b].eq(Cat(*[f_miss[i] & (fbank(i) == b) for i in range(L)])),
+                ]
+        with m.Elif(dispatch):
+            m.d.sync += d0_valid.eq(0)
+        dm = d0_meta
+        dr = d0_res
         miss = [kind[i] == K_MISS for i in range(L)]
         nonhit = Cat(*[(kind[i] == K_OVF) | miss[i] for i in range(L)]).any()
 
-        def dbank(i):
-            return dm.bank[i] if bb else Const(0, 1)
-
-        # rank of each miss among the beat's misses to the same bank
-        rank = []
-        for i in range(L):
-            r = Signal(range(L), name=f"d_rank{i}")
-            m.d.comb += r.eq(_popcount(miss[j] & (dbank(j) == dbank(i)) for j in range(i)))
-            rank.append(r)
         bank_ok = Signal()
         oks = []
         op_l = []
@@ -373,12 +406,8 @@ class MiniBatchFragmenter(wiring.Component):
             if geo.lset_bits:
                 m.d.comb += op.lset.eq(dm.lset[i])
             op_l.append(op)
-        d_need = []
         for b, bank in enumerate(banks):
-            need = Signal(range(L + 1), name=f"d_need{b}")
-            m.d.comb += need.eq(_popcount(miss[i] & (dbank(i) == b) for i in range(L)))
-            d_need.append(need)
-            oks.append(bank.in_q.space >= need)
+            oks.append(bank.in_q.space >= d_need[b])
             for i in range(L):
                 m.d.comb += [bank.in_q.wr_off[i].eq(rank[i]), bank.in_q.wr_data[i].eq(op_l[i])]
         m.d.comb += bank_ok.eq(Cat(*oks).all())
@@ -404,24 +433,22 @@ class MiniBatchFragmenter(wiring.Component):
         ]
         started = Signal()
         start_now = Signal()
-        m.d.comb += start_now.eq(metaf.r_rdy & dm.first & ~started & dedup_idle)
+        m.d.comb += start_now.eq(d0_valid & dm.first & ~started & dedup_idle)
         for bk in banks:
             m.d.comb += bk.batch_start.eq(start_now)
         with m.If(start_now):
             m.d.sync += started.eq(1)
 
-        dispatch = Signal()
-        m.d.comb += dispatch.eq(metaf.r_rdy & resf.r_rdy & beatf.w_rdy & verdf.w_rdy & bank_ok
+        m.d.comb += dispatch.eq(d0_valid & beatf.w_rdy & verdf.w_rdy & bank_ok
                                 & (~dm.first | started))
         with m.If(dispatch & dm.first):
             m.d.sync += started.eq(0)
-        m.d.comb += [metaf.r_en.eq(dispatch), resf.r_en.eq(dispatch),
-                     beatf.w_en.eq(dispatch), verdf.w_en.eq(dispatch & v_push),
+        m.d.comb += [beatf.w_en.eq(dispatch), verdf.w_en.eq(dispatch & v_push),
                      verdf.w_data.eq(v_np)]
         for b, bank in enumerate(banks):
             m.d.comb += bank.in_q.push_n.eq(Mux(dispatch, d_need[b], 0))
             for i in range(L):
-                m.d.comb += bank.in_q.wr_en[i].eq(dispatch & miss[i] & (dbank(i) == b))
+                m.d.comb += bank.in_q.wr_en[i].eq(dispatch & d_sel[b][i])
         with m.If(dispatch):
             with m.If(dm.user):
                 m.d.sync += v_pushed.eq(0)
@@ -433,6 +460,9 @@ class MiniBatchFragmenter(wiring.Component):
                          bw.value[i].eq(Mux(kind[i] == K_HIT, dr.slot[i], dm.keys[i]))]
             if bb:
                 m.d.comb += bw.bank[i].eq(dm.bank[i])
+            m.d.comb += bw.rank[i].eq(rank[i])
+        for b in range(B):
+            m.d.comb += bw.need[b].eq(d_need[b])
         m.d.comb += [
             bw.user.eq(dm.user), bw.last.eq(dm.last), bw.has_sample.eq(dm.has_sample),
             bw.sid.eq(dm.sid), bw.bad_n.eq(dm.bad_n), bw.long_end.eq(dm.long_end),
@@ -468,26 +498,18 @@ class MiniBatchFragmenter(wiring.Component):
         def abank(i):
             return ab.bank[i] if bb else Const(0, 1)
 
-        # rank of each lane among the beat's misses to its bank
-        arank = [_popcount(amiss[j] & (abank(j) == abank(i)) for j in range(i)) for i in range(L)]
+        # each miss's result: entry `rank` of its bank's res_q (rank and bank from dispatch)
         ares = []
         for i in range(L):
             rs = Signal(res_l, name=f"a_res{i}")
             if B > 1:
-                per_bank = Array([Array([bk.res_q.peek[k].as_value() for k in range(L)])[arank[i]]
-                                  for bk in banks])
+                per_bank = Array([Array([bk.res_q.peek[k].as_value() for k in range(L)])
+                                  [ab.rank[i][:max(1, ceil_log2(L))]] for bk in banks])
                 m.d.comb += rs.eq(per_bank[ab.bank[i]])
             else:
                 m.d.comb += rs.eq(Array([banks[0].res_q.peek[k].as_value()
-                                         for k in range(L)])[arank[i]])
+                                         for k in range(L)])[ab.rank[i]])
             ares.append(rs)
-        avail_l = []
-        needs = []
-        for b, bk in enumerate(banks):
-            need = _popcount(amiss[i] & (abank(i) == b) for i in range(L))   # the beat's misses
-            needs.append(need)
-            avail_l.append(bk.res_q.level >= need)
-        avail = Cat(*avail_l).all()
         anew = [Signal(name=f"a_new{i}") for i in range(L)]
         for i in range(L):
             m.d.comb += anew[i].eq(amiss[i] & (ares[i].kind == KIND_NEW))
@@ -496,14 +518,23 @@ class MiniBatchFragmenter(wiring.Component):
         rp_beat = Signal(beat_layout)        # the beat, as it was in the beat FIFO
         rp_res = [Signal(res_l, name=f"rp_res{i}") for i in range(L)]    # lane's de-dup result
         rp_new = Signal(L)                   # lane is a new row (a miss, KIND_NEW)
+        rp_any_new = Signal()                # rp_new != 0
         rp_pre = [Signal(range(L), name=f"rp_pre{i}") for i in range(L)]  # new rows before it
         rp_rn = [Signal(range(L), name=f"rp_rn{i}") for i in range(L)]   # ... in its bank
         rp_nn = [Signal(range(L + 1), name=f"rp_nn{b}") for b in range(B)]  # new rows per bank
-        # the new rows of the beat retired last in this mini-batch (forwarded to take)
-        h_new = Signal(L)
-        h_bank = [Signal(max(1, bb), name=f"h_bank{j}") for j in range(L)]
-        h_ord = [Signal(ordb, name=f"h_ord{j}") for j in range(L)]
-        h_val = [Signal(geo.value_bits, name=f"h_val{j}") for j in range(L)]
+        # the new rows of the last HIST beats retired in this mini-batch, latest first
+        # (forwarded to the assign stage)
+        HIST = 3
+        h_new = [Signal(L, name=f"h{t}_new") for t in range(HIST)]
+        h_bank = [[Signal(max(1, bb), name=f"h{t}_bank{j}") for j in range(L)]
+                  for t in range(HIST)]
+        h_ord = [[Signal(ordb, name=f"h{t}_ord{j}") for j in range(L)] for t in range(HIST)]
+        h_val = [[Signal(geo.value_bits, name=f"h{t}_val{j}") for j in range(L)]
+                 for t in range(HIST)]
+        # per bank: new rows retired in this mini-batch (their ordinals are 0 .. fcnt - 1),
+        # and the first ordinal of the beat retired last (h0)
+        fcnt = [Signal(range(geo.entries + 1), name=f"f_cnt{b}") for b in range(B)]
+        hlo = [bk.fwd_lo for bk in banks]   # (registers of the fragmenter)
 
         rb = rp_beat
         retire = Signal()                    # 4b retires the beat in rp_*
@@ -512,59 +543,31 @@ class MiniBatchFragmenter(wiring.Component):
         def rbank(i):
             return rb.bank[i] if bb else Const(0, 1)
 
-        def hbank(j):
-            return h_bank[j] if bb else Const(0, 1)
-
-        # Whether each bank's first results may leave now: computed on the banks' res_q
-        # heads (flip-flops), then selected per lane, so that `take` does not wait for the
-        # lane muxes. A bank's results 0 .. need - 1 are the beat's lanes in that bank, in
-        # lane order, so an earlier result of the bank is an earlier lane of the beat.
-        ok_bank = []
+        # Whether each bank's first results may leave: `take_ok` bit k (registered): the
+        # bank's res_q holds entries 0 .. k and each is final or will be by assign: not a
+        # DUP, or resolved, or a DUP whose NEW is not older than the beat retired last
+        # (ordinal >= hlo: that NEW is in this beat, in rp_*, or one of the last three
+        # retired beats when the beat is assigned, h0 .. h2, and the assign stage
+        # forwards its index). Computed from this cycle's registers for the places after
+        # this cycle's pop (pop_n selects last): results pushed or resolved this cycle count
+        # a cycle later; an entry only gains `resolved`, and hlo moves by one beat a cycle,
+        # which the three history beats cover.
+        # (the register is the bank's `take_ok`, given the threshold `fwd_lo` = hlo)
+        bank_ok = []
         for b, bk in enumerate(banks):
-            row = []
-            for k in range(L):
-                e = bk.res_q.peek[k]
-                ok = (e.kind != KIND_DUP) | e.resolved
-                for k2 in range(k):
-                    e2 = bk.res_q.peek[k2]
-                    ok = ok | ((e2.kind == KIND_NEW) & (e2.ord == e.ord))
-                for j in range(L):
-                    ok = ok | (rp_valid & rp_new[j] & (rbank(j) == b) & (rp_res[j].ord == e.ord))
-                    ok = ok | (h_new[j] & (hbank(j) == b) & (h_ord[j] == e.ord))
-                okb = Signal(name=f"a_ok_b{b}_{k}")
-                m.d.comb += okb.eq(ok)
-                row.append(okb)
-            ok_bank.append(Array(row))
-        ok_bank = Array(ok_bank)
-        a_ok_l = []
-        a_fres = []
-        for i in range(L):
-            sel = ok_bank[ab.bank[i]][arank[i]] if B > 1 else ok_bank[0][arank[i]]
-            a_ok_l.append(~amiss[i] | sel)
-            # the lane's result as it enters rp_*: a repeat of a row staged by the beat in
-            # rp_* or by the beat retired before it takes that index now
-            adup = amiss[i] & (ares[i].kind == KIND_DUP)
-            f_p = [rp_valid & rp_new[j] & (rbank(j) == abank(i)) & (rp_res[j].ord == ares[i].ord)
-                   for j in range(L)]
-            f_h = [h_new[j] & (hbank(j) == abank(i)) & (h_ord[j] == ares[i].ord)
-                   for j in range(L)]
-            fres = Signal(res_l, name=f"a_fres{i}")
-            m.d.comb += fres.eq(ares[i])
-            with m.If(adup & ~ares[i].resolved):
-                for j in range(L):
-                    with m.If(f_p[j]):
-                        m.d.comb += [fres.resolved.eq(1), fres.value.eq(newval[j])]
-                    with m.If(f_h[j]):
-                        m.d.comb += [fres.resolved.eq(1), fres.value.eq(h_val[j])]
-            a_fres.append(fres)
+            okb = Signal(name=f"tk_bank_ok{b}")
+            m.d.comb += okb.eq(Array([Const(1, 1)] + [bk.take_ok[k] for k in range(L)])
+                               [ab.need[b]])
+            bank_ok.append(okb)
         take = Signal()
-        m.d.comb += take.eq(beatf.r_rdy & avail & Cat(*a_ok_l).all() & (~rp_valid | retire))
+        m.d.comb += take.eq(beatf.r_rdy & Cat(*bank_ok).all() & (~rp_valid | retire))
         m.d.comb += beatf.r_en.eq(take)
         with m.If(take):
-            m.d.sync += [rp_valid.eq(1), rp_beat.eq(beatf.r_data), rp_new.eq(Cat(*anew))]
+            m.d.sync += [rp_valid.eq(1), rp_beat.eq(beatf.r_data), rp_new.eq(Cat(*anew)),
+                         rp_any_new.eq(Cat(*anew).any())]
             for i in range(L):
                 m.d.sync += [
-                    rp_res[i].eq(a_fres[i]),
+                    rp_res[i].eq(ares[i]),
                     rp_pre[i].eq(_popcount(anew[j] for j in range(i))),
                     rp_rn[i].eq(_popcount(anew[j] & (abank(j) == abank(i)) for j in range(i))),
                 ]
@@ -599,11 +602,17 @@ class MiniBatchFragmenter(wiring.Component):
         dfull = [Signal(name=f"r_dfull{i}") for i in range(L)]
         for i in range(L):
             dup = rmiss[i] & (res[i].kind == KIND_DUP)
-            # a repeated row not resolved at take has its first occurrence in this beat
+            # a repeated row not resolved at take has its first occurrence in this beat or in
+            # one of the last three retired beats (see tk_ok); at most one source matches
             fwd_val = Const(0, geo.value_bits)
             for j in range(i):
                 mt = new[j] & (rbank(j) == rbank(i)) & (res[j].ord == res[i].ord)
                 fwd_val = fwd_val | Mux(mt, newval[j], 0)
+            for t in range(HIST):
+                for j in range(L):
+                    hb = h_bank[t][j] if bb else Const(0, 1)
+                    mt = h_new[t][j] & (hb == rbank(i)) & (h_ord[t][j] == res[i].ord)
+                    fwd_val = fwd_val | Mux(mt, h_val[t][j], 0)
             dval = Signal(geo.value_bits, name=f"r_dval{i}")
             m.d.comb += dval.eq(Mux(res[i].resolved, res[i].value, fwd_val))
             dref = dval[ib]
@@ -633,23 +642,34 @@ class MiniBatchFragmenter(wiring.Component):
         wq_ok = Cat(*wq_ok_l).all()
 
         g_keep = Cat(*staged)
-        g_any = rp_new.any() & room[0]       # == (g_keep != 0): the first new row is staged
+        # the beat waits for room in the gather FIFO if it has a new row (staged or not:
+        # `rp_any_new` is a register, so retire does not wait for the staging count)
         sb_layout = data.StructLayout({"beat": out_layout, "has_sample": 1, "last": 1})
         m.submodules.sbuf = sbuf = SyncFIFOBuffered(width=sb_layout.size, depth=sbuf_depth)
         pend_valid = Signal()                # a retired mini-batch's figures await do_term
-        m.d.comb += retire.eq(rp_valid & wq_ok & sbuf.w_rdy & (~g_any | gathf.w_rdy)
+        m.d.comb += retire.eq(rp_valid & wq_ok & sbuf.w_rdy & (~rp_any_new | gathf.w_rdy)
                               & ~(rb.last & pend_valid))
         for b, bk in enumerate(banks):
-            m.d.comb += [bk.res_q.pop_n.eq(Mux(take, needs[b], 0)),
+            m.d.comb += [bk.res_q.pop_n.eq(Mux(take, ab.need[b], 0)),
+                         bk.head_need.eq(Mux(beatf.r_rdy, ab.need[b], 0)),
                          bk.wq.push_n.eq(Mux(retire, rp_nn[b], 0))]
             for i in range(L):
                 m.d.comb += bk.wq.wr_en[i].eq(retire & new[i] & (rbank(i) == b))
         with m.If(retire):
-            m.d.sync += h_new.eq(Mux(rb.last, 0, rp_new))
+            m.d.sync += h_new[0].eq(Mux(rb.last, 0, rp_new))
+            for t in range(1, HIST):
+                m.d.sync += h_new[t].eq(Mux(rb.last, 0, h_new[t - 1]))
             for j in range(L):
-                m.d.sync += [h_ord[j].eq(res[j].ord), h_val[j].eq(newval[j])]
+                m.d.sync += [h_ord[0][j].eq(res[j].ord), h_val[0][j].eq(newval[j])]
                 if bb:
-                    m.d.sync += h_bank[j].eq(rb.bank[j])
+                    m.d.sync += h_bank[0][j].eq(rb.bank[j])
+                for t in range(1, HIST):
+                    m.d.sync += [h_ord[t][j].eq(h_ord[t - 1][j]),
+                                 h_val[t][j].eq(h_val[t - 1][j]),
+                                 h_bank[t][j].eq(h_bank[t - 1][j])]
+            for b in range(B):
+                m.d.sync += [fcnt[b].eq(Mux(rb.last, 0, fcnt[b] + rp_nn[b])),
+                             hlo[b].eq(Mux(rb.last, 0, fcnt[b]))]
 
         sbank = Signal(bank_bits(cfg))       # staging bank of this mini-batch
         sw = Signal(sb_layout)
@@ -723,17 +743,26 @@ class MiniBatchFragmenter(wiring.Component):
         # Retire-side figures of a mini-batch are complete when its last beat retires: they
         # move to `pend_*` then, and the next mini-batch may retire while the emitter still
         # sends this one's beats. Its sample counts are complete at its terminator
-        # (do_term), when everything is published.
+        # (do_term), when everything is published. A retired beat's figures are added a
+        # cycle later, from registers (`st_*`; timing: the lane tags do not feed the 32-bit
+        # adders); do_term comes at least two cycles after the last beat retires.
         emit_side = ("popular_samples", "nonpopular_samples")
         retire_side = [n for n in STAT_NAMES if n not in emit_side + ("minibatches",)]
         batch = {n: Signal(32, name=f"batch_{n}") for n in STAT_NAMES if n != "minibatches"}
         pend = {n: Signal(32, name=f"pend_{n}") for n in retire_side}
-        with m.If(retire):
+        st_valid = Signal()                  # st_* hold the figures of a retired beat
+        st_last = Signal()                   # ... the last of its mini-batch
+        st = {n: Signal(len(Value.cast(per_beat[n])), name=f"st_{n}") for n in retire_side}
+        m.d.sync += [st_valid.eq(retire), st_last.eq(rb.last)]
+        for n in retire_side:
+            m.d.sync += st[n].eq(per_beat[n])
+        with m.If(st_valid):
             for n in retire_side:
-                with m.If(rb.last):
-                    m.d.sync += [pend[n].eq(batch[n] + per_beat[n]), batch[n].eq(0)]
+                with m.If(st_last):
+                    m.d.sync += [pend[n].eq(batch[n] + st[n]), batch[n].eq(0)]
                 with m.Else():
-                    m.d.sync += batch[n].eq(batch[n] + per_beat[n])
+                    m.d.sync += batch[n].eq(batch[n] + st[n])
+        with m.If(retire):
             with m.If(rb.last):
                 m.d.sync += [pend_valid.eq(1), scount_st.eq(0), sbank.eq(sbank + 1)]
                 if cfg.staging_banks == 1:
@@ -759,9 +788,9 @@ class MiniBatchFragmenter(wiring.Component):
             self.ev_bad_key.eq(retire & (rb.bad_n != 0)),
             self.ev_overflow.eq(retire & (Cat(*sfull).any() | Cat(*dfull).any())),
             self.ev_framing.eq(retire & rb.ferr),
-            self.busy.eq(b_open | (metaf.level != 0) | ~all_idle | (outp.level != 0)
+            self.busy.eq(b_open | (metaf.level != 0) | d0_valid | ~all_idle | (outp.level != 0)
                          | (outn.level != 0) | (gathf.level != 0)),
-            self.gather_busy.eq(b_open | (metaf.level != 0) | ~dedup_idle
+            self.gather_busy.eq(b_open | (metaf.level != 0) | d0_valid | ~dedup_idle
                                 | (gathf.level != 0)),
         ]
         return m
