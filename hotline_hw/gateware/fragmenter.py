@@ -166,8 +166,10 @@ class MiniBatchFragmenter(wiring.Component):
     cam_busy : In(1)
         The CAM is sweeping: no beat is accepted.
     flush : In(1)
-        Pulse: end the open mini-batch now (the stream stopped); counted as a framing error.
-        No effect when no mini-batch is open.
+        Pulse: end the open mini-batch (the stream stopped); counted as a framing error.
+        Taken from the next cycle on, and held until the synthetic ``last`` beat has gone
+        into the meta FIFO (which may be full for a while); no effect when no mini-batch is
+        open by then.
     busy : Out(1)
         A mini-batch is open, or something accepted has not yet left on an output.
     gather_busy : Out(1)
@@ -248,7 +250,16 @@ class MiniBatchFragmenter(wiring.Component):
         scount = Signal(sidb + 2)            # samples begun in this mini-batch (saturating)
 
         inject = Signal()                    # flush: a synthetic `last` beat
-        m.d.comb += inject.eq(self.flush & b_open & metaf.w_rdy)
+        # the flush pulse is held until the mini-batch is closed: the meta FIFO may be full
+        # when it comes (outputs backpressured), and a lost flush left the unit busy for
+        # ever; held in a register, it also keeps the control logic's command decode out
+        # of the input stage's paths
+        flush_req = Signal()
+        with m.If(self.flush):
+            m.d.sync += flush_req.eq(1)
+        with m.Elif(inject | ~b_open):
+            m.d.sync += flush_req.eq(0)
+        m.d.comb += inject.eq(flush_req & b_open & metaf.w_rdy)
         m.d.comb += self.lookups.ready.eq(metaf.w_rdy & ~self.cam_busy & ~inject)
         take = Signal()
         m.d.comb += take.eq(self.lookups.valid & self.lookups.ready)

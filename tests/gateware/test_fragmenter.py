@@ -394,3 +394,17 @@ def test_one_beat_per_cycle(lanes):
     rate = len(beats) / span
     print(f"lanes={lanes}: {len(beats)} beats in {span} cycles: {rate:.3f} beats/cycle")
     assert rate >= 0.95
+
+
+@pytest.mark.parametrize("seed", [3, 4])
+def test_flush_while_the_outputs_are_blocked(seed):
+    """``flush`` is a pulse; it must close the mini-batch even when the meta FIFO is full at
+    that moment (outputs backpressured), not be lost and leave the unit busy for ever."""
+    cfg = make_cfg(2)
+    rng = random.Random(seed)
+    samples = [[rng.randrange(1 << cfg.row_bits) for _ in range(rng.randint(1, 5))]
+               for _ in range(40)]
+    beats = frame_lookup_beats(samples, cfg.lanes)
+    beats[-1] = dict(beats[-1], user=0, last=0)    # the stream stops inside a sample
+    exp, res = check(cfg, Cam(cfg), [], beats, seed=seed, flush=True, idle=0, stall=0.97)
+    assert res["framing_errors"] == 1 and res["minibatches"] == 1
