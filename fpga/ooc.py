@@ -956,17 +956,20 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
         over = [f"{total[k]} {name} > {cap[name]}" for k, name in
                 (("luts", "LUT4"), ("ffs", "FF"), ("brams", "DP16KD"), ("dsps", "MULT18X18D"))
                 if total[k] > cap[name]]
-        if over:
-            # nextpnr would stop in placement: report the synthesis figures, no Fmax
-            r = ImplResult(
+        def unplaced(**kw):
+            """The synthesis figures without place and route: no Fmax."""
+            return ImplResult(
                 config=cfg.name, device=device, package=package, speed=speed,
                 freq_mhz=freq_mhz, luts=core["luts"], ffs=core["ffs"], brams=core["brams"],
                 dsps=core["dsps"], ccu2=core["ccu2"], lutram=core["lutram"], fmax_mhz=None,
                 critical_path={}, worst_paths=[], total=total, wrapper=wrap,
                 nextpnr_utilisation={}, generate_s=round(gen_s, 1), yosys_s=round(ys_s, 1),
-                nextpnr_s=0.0, tools=tools, digest=digest, build_dir=str(d), fits=False,
-                note=f"does not fit the LFE5U-{device.upper()}: " + ", ".join(over)
-                     + "; not placed")
+                nextpnr_s=0.0, tools=tools, digest=digest, build_dir=str(d), **kw)
+
+        if over:
+            # nextpnr would stop in placement: report the synthesis figures, no Fmax
+            r = unplaced(fits=False, note=f"does not fit the LFE5U-{device.upper()}: "
+                                          + ", ".join(over) + "; not placed")
             rpath.write_text(r.to_json())
             _index_put(cache_dir, pre, digest)
             return r
@@ -974,15 +977,8 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
         prog.set("logic depth")
         levels, dpaths = _depth(d, worst_paths)
         if synth_only:
-            r = ImplResult(
-                config=cfg.name, device=device, package=package, speed=speed,
-                freq_mhz=freq_mhz, luts=core["luts"], ffs=core["ffs"], brams=core["brams"],
-                dsps=core["dsps"], ccu2=core["ccu2"], lutram=core["lutram"], fmax_mhz=None,
-                critical_path={}, worst_paths=[], total=total, wrapper=wrap,
-                nextpnr_utilisation={}, generate_s=round(gen_s, 1), yosys_s=round(ys_s, 1),
-                nextpnr_s=0.0, tools=tools, digest=digest, build_dir=str(d),
-                note="synthesis only (--synth-only): not placed", synth_only=True,
-                depth_levels=levels, depth_paths=dpaths)
+            r = unplaced(note="synthesis only (--synth-only): not placed", synth_only=True,
+                         depth_levels=levels, depth_paths=dpaths)
             rpath.write_text(r.to_json())
             _index_put(cache_dir, pre, digest)
             if not keep:
