@@ -77,8 +77,9 @@ SHA_MEMO = PERF_DIR / "verilog_sha.json"
 
 @dataclasses.dataclass(frozen=True)
 class Point:
-    """One design point: ``group`` is ``preset``, ``lanes``, ``cam`` or ``generic``; ``x`` is
-    its abscissa in that group (lanes, CAM entries) or None."""
+    """One design point: ``group`` is ``preset``, ``lanes`` (``ulx3s``), ``tiny_lanes``,
+    ``cam`` or ``generic``; ``x`` is its abscissa in that group (lanes, CAM entries) or
+    None."""
 
     key: str
     group: str
@@ -97,6 +98,12 @@ def design_points():
         cfg = preset("ulx3s") if n == 4096 else preset("ulx3s", name=f"ulx3s-cam{n}",
                                                       cam_entries=n)
         pts.append(Point(f"ulx3s cam={n}", "cam", cfg, n))
+    # tiny places and routes in ~10 min where an ulx3s point takes an hour or more: its lanes
+    # sweep gives a routed Fmax for every lanes setting (always placed, even with --synth-only)
+    for lanes in (1, 2, 4, 8):
+        cfg = preset("tiny") if lanes == 2 else preset("tiny", name=f"tiny-lanes{lanes}",
+                                                       lanes=lanes)
+        pts.append(Point(f"tiny lanes={lanes}", "tiny_lanes", cfg, lanes))
     for name in ("kaggle", "terabyte"):
         pts.append(Point(name, "generic", preset(name)))
     return pts
@@ -340,10 +347,11 @@ def collect_impl(points, cache_dir, *, ident=None, run_missing=False, progress="
     for p in points:
         look = lookup_generic if p.group == "generic" else lookup_impl
         e = look(p.cfg, cache_dir, ident=ident, scan=scan)
-        partial = (not synth_only and p.group != "generic"
+        synth = synth_only and p.group != "tiny_lanes"
+        partial = (not synth and p.group != "generic"
                    and bool((e.get("result") or {}).get("synth_only")))
         if run_missing and (e["status"] != "current" or partial):
-            e = _run_point(p, cache_dir, progress, log, synth_only) or e
+            e = _run_point(p, cache_dir, progress, log, synth) or e
             scan = scan_cache(cache_dir)
         out[p.key] = e
     return out
@@ -678,7 +686,7 @@ def impl_status_text(row):
     return f"{row['fmax']:.1f}{MARK[row['status']]}" if row.get("fmax") else "—"
 
 
-def impl_table(rows, groups=("preset", "lanes", "cam")):
+def impl_table(rows, groups=("preset", "lanes", "tiny_lanes", "cam")):
     head = ("| design | configuration | Fmax (MHz) | LUT4 | FF | DP16KD | MULT18X18D | "
             "deepest path (levels) | Yosys / nextpnr (s) |\n|---|---|---|---|---|---|---|---|---|")
     if not any(r["group"] in groups for r in rows):
@@ -720,13 +728,14 @@ def generic_table(rows):
 
 
 def throughput_table(rows):
-    """Per lanes (the ``lanes`` group) and per preset: lookups/cycle x Fmax vs demand."""
+    """Per lanes (the ``lanes`` and ``tiny_lanes`` groups) and per preset: lookups/cycle x
+    Fmax vs demand."""
     lines = ["| design | lanes | lookups/cycle one-hot (multi-hot) | Fmax (MHz) | "
              "peak lookups/s one-hot | x 140 M demand | peak multi-hot | x 1.1 G demand | "
              "Fmax needed for 140 M / 1.1 G |",
              "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        if r["group"] not in ("lanes", "preset"):
+        if r["group"] not in ("lanes", "tiny_lanes", "preset"):
             continue
         lpc = (f"{_n(r.get('lpc'), '{:.2f}')} ({_n(r.get('lpc_multi'), '{:.2f}')})")
         fm = impl_status_text(r)
@@ -829,7 +838,7 @@ def e2e_text(measure):
 def limits_text(rows, measure):
     """Short "what limits it" section drawn from the data."""
     out = []
-    impl = [r for r in rows if r["group"] in ("preset", "lanes", "cam", "other")
+    impl = [r for r in rows if r["group"] in ("preset", "lanes", "tiny_lanes", "cam", "other")
             and r["status"] not in ("missing", "failed")]
     seen = set()
     for r in impl:
@@ -865,12 +874,19 @@ def limits_text(rows, measure):
     for r in nofit:
         out.append(f"- **{r['key']}** {r['fit_text']}: block RAM (or logic) capacity, not "
                    "timing, bounds this point on the ECP5-85F.")
-    lanes = sorted((r for r in rows if r["group"] == "lanes" and r.get("fmax")),
-                   key=lambda r: r["x"])
-    if len(lanes) >= 2:
-        a, b = lanes[0], lanes[-1]
-        out.append(f"- Lanes {a['x']} -> {b['x']}: Fmax {a['fmax']:.0f} -> {b['fmax']:.0f} MHz, "
-                   f"LUT4 {a['luts']:,} -> {b['luts']:,}.")
+    for group, name in (("lanes", "ulx3s"), ("tiny_lanes", "tiny")):
+        lanes = sorted((r for r in rows if r["group"] == group and r.get("fmax")),
+                       key=lambda r: r["x"])
+        if len(lanes) >= 2:
+            a, b = lanes[0], lanes[-1]
+            out.append(f"- `{name}`, lanes {a['x']} -> {b['x']}: Fmax {a['fmax']:.0f} -> "
+                       f"{b['fmax']:.0f} MHz, LUT4 {a['luts']:,} -> {b['luts']:,}.")
+        best = max((r for r in lanes if r.get("peak")), key=lambda r: r["peak"], default=None)
+        if best is not None:
+            out.append(f"- Highest peak of the `{name}` lanes sweep: {best['key']}, "
+                       f"{best['lpc']:.2f} lookups/cycle x {best['fmax']:.1f} MHz = "
+                       f"{_si(best['peak'])} lookups/s one-hot, "
+                       f"{best['peak'] / 1e9:.2f} of the 1 G lookups/s target.")
     fr = {}
     for r in sorted(measure.get("fragmenter", []), key=lambda r: not r.get("quick")):
         fr[(r["lanes"], r["workload"])] = r          # the full measurement wins
@@ -952,6 +968,12 @@ def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/
         parts.append("\n‡ not checked against the current sources (`--no-verify`).")
     parts += ["", "## Presets", "", impl_table(rows, ("preset",)),
               "", "## Lanes (`ulx3s`, 4096-entry CAM)", "", impl_table(rows, ("lanes",)),
+              "", "## Lanes (`tiny`, placed and routed)", "",
+              "Placing and routing a `ulx3s`-size point takes an hour or more on this "
+              "machine, so the `ulx3s` sweeps may hold synthesis-only results (resources and "
+              "logic depth, no Fmax). `tiny` with 1, 2, 4 and 8 lanes is always placed and "
+              "routed (~10 min each): how the routed Fmax and the area move with the lanes.",
+              "", impl_table(rows, ("tiny_lanes",)),
               "", "## CAM entries (`ulx3s`, 4 lanes)", "", impl_table(rows, ("cam",)),
               "", "## Other cached configurations", "",
               "Results in the cache for configurations outside the sweep (variants other "
@@ -965,7 +987,11 @@ def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/
               "26-lookup samples, multi-hot = DLRMv2 214-lookup samples) x Fmax of the design "
               "point. Demand: TorchRec DLRM on 8 A100s, about 140 M lookups/s one-hot and "
               "1.1 G lookups/s multi-hot (WORKLOADS.md). This is the lookup path's peak; end "
-              "to end the DMA can throttle it (below).", "",
+              "to end the DMA can throttle it (below). The lookups per cycle are measured "
+              "on the `ulx3s`-size fragmenter with that many lanes (next table) and used for "
+              "the `tiny` points too: the pipeline's rate depends on the lanes and the sample "
+              "lengths, not on the table sizes, but `tiny` itself buffers samples of at most 8 "
+              "lookups.", "",
               throughput_table(rows), "",
               "### Fragmenter (`bench/fragmenter_bench.py`)", "",
               "`fragmenter_bench.config(lanes)`: the `ulx3s` preset's CAM, staging and de-dup "
@@ -990,7 +1016,7 @@ def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/
 # --- plots (pure: rows in, PNG files out) --------------------------------------------------------
 
 def make_plots(rows, outdir):
-    """Three PNGs; returns ``[(title, filename)]``. Missing points are drawn as grey crosses on
+    """Four PNGs; returns ``[(title, filename)]``. Missing points are drawn as grey crosses on
     the x axis, points that do not fit as red triangles (LUTs only, no Fmax)."""
     import matplotlib
     matplotlib.use("Agg")
@@ -1057,17 +1083,22 @@ def make_plots(rows, outdir):
     pair("lanes", "lanes", "fmax_luts_vs_lanes.png",
          "ulx3s, 4096-entry CAM: Fmax, LUT4 and DP16KD vs lanes (ECP5-85F, speed 6)",
          logx=True)
+    pair("tiny_lanes", "lanes", "fmax_luts_vs_lanes_tiny.png",
+         "tiny, placed and routed: Fmax, LUT4 and DP16KD vs lanes (ECP5-85F, speed 6)",
+         logx=True)
 
     pts = sorted((r for r in rows if r["group"] == "lanes"), key=lambda r: r["x"])
+    tiny = sorted((r for r in rows if r["group"] == "tiny_lanes"), key=lambda r: r["x"])
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    for key, lab, col in (("peak", "one-hot (Kaggle-like)", "C0"),
-                          ("peak_multi", "multi-hot (DLRMv2)", "C2")):
-        have = [r for r in pts if r.get(key)]
-        if have:
-            ax.plot([r["x"] for r in have], [r[key] / 1e6 for r in have], "o-", color=col,
-                    label=f"peak lookups/s, {lab}")
+    for series, name, style in ((pts, "ulx3s", "o-"), (tiny, "tiny", "s--")):
+        for key, lab, col in (("peak", "one-hot (Kaggle-like)", "C0"),
+                              ("peak_multi", "multi-hot (DLRMv2)", "C2")):
+            have = [r for r in series if r.get(key)]
+            if have:
+                ax.plot([r["x"] for r in have], [r[key] / 1e6 for r in have], style,
+                        color=col, label=f"{name}, {lab}")
     for r in pts:
-        if not r.get("peak"):
+        if not r.get("peak") and not any(t.get("peak") and t["x"] == r["x"] for t in tiny):
             why = ("no lookups/cycle" if r.get("fmax") else
                    r["fit_text"] if r.get("fit_text") else "no Fmax in cache")
             ax.plot([r["x"]], [0.03], "x", color="grey", transform=ax.get_xaxis_transform())
@@ -1080,15 +1111,16 @@ def make_plots(rows, outdir):
     ax.annotate("1.1 G/s: DLRMv2 multi-hot", (0.01, DEMAND_MULTI_HOT / 1e6), color="C1",
                 xycoords=("axes fraction", "data"), va="bottom", fontsize=8)
     ax.set_xscale("log", base=2)
-    ax.set_xticks([r["x"] for r in pts] or [1, 2, 4, 8])
-    ax.set_xticklabels([str(r["x"]) for r in pts] or ["1", "2", "4", "8"])
+    xs = sorted({r["x"] for r in pts + tiny}) or [1, 2, 4, 8]
+    ax.set_xticks(xs)
+    ax.set_xticklabels([str(x) for x in xs])
     ax.set_xlabel("lanes")
     ax.set_ylabel("M lookups/s")
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     if ax.get_legend_handles_labels()[0]:
         ax.legend(fontsize=8, loc="center right")
-    ax.set_title("ulx3s: peak lookups/s = lookups/cycle x Fmax")
+    ax.set_title("peak lookups/s = lookups/cycle x Fmax")
     fig.tight_layout()
     fig.savefig(outdir / "lookups_vs_lanes.png", dpi=110)
     plt.close(fig)
@@ -1101,6 +1133,7 @@ def make_plots(rows, outdir):
 def print_tables(rows, measure, out=sys.stdout):
     for title, text in (("Presets", impl_table(rows, ("preset",))),
                         ("Lanes", impl_table(rows, ("lanes",))),
+                        ("Lanes (tiny, routed)", impl_table(rows, ("tiny_lanes",))),
                         ("CAM entries", impl_table(rows, ("cam",))),
                         ("Other cached configurations", impl_table(rows, ("other",))),
                         ("Generic gates", generic_table(rows)),
