@@ -61,6 +61,7 @@ from amaranth.lib.wiring import In, Out
 from ..regmap import COMMANDS, CAM_OPS, MODES
 from .dma import GatherScatterDMA
 from .fragmenter import MiniBatchFragmenter, value_bits
+from .gather_split import GatherSplitter
 from .popularity import PopularityEngine
 from .registers import RegisterBlock
 
@@ -202,25 +203,11 @@ class HotlineAccelerator(wiring.Component):
             ]
 
         # ---- gather requests: up to `lanes` per beat -> one per cycle into the DMA -------
-        g = frag.gather
-        g_done = Signal(L)                   # lanes of the current beat already sent
-        g_left = g.payload.keep & ~g_done
-        g_lane = Signal(range(max(2, L)))
-        for i in reversed(range(L)):
-            with m.If(g_left[i]):
-                m.d.comb += g_lane.eq(i)
-        g_last = (g_left & (g_left - 1)) == 0          # one lane left
-        m.d.comb += [
-            dma.gather.valid.eq(g.valid & (g_left != 0)),
-            dma.gather.payload.key.eq(g.payload.keys[g_lane]),
-            dma.gather.payload.bank.eq(g.payload.bank),
-            dma.gather.payload.index.eq(g.payload.indices[g_lane]),
-            g.ready.eq((g_left == 0) | (dma.gather.ready & g_last)),
-        ]
-        with m.If(g.valid & g.ready):
-            m.d.sync += g_done.eq(0)
-        with m.Elif(dma.gather.valid & dma.gather.ready):
-            m.d.sync += g_done.eq(g_done | (1 << g_lane))
+        # (reset with the fragmenter: its gather FIFO and the beat in progress go together)
+        split = GatherSplitter(cfg)
+        m.submodules.gather_split = ResetInserter(frag_rst)(split)
+        wiring.connect(m, frag.gather, split.i)
+        wiring.connect(m, split.o, dma.gather)
 
         wiring.connect(m, pop.placed, dma.place)
 
@@ -412,9 +399,10 @@ class HotlineAccelerator(wiring.Component):
                                                   for b in range(cfg.staging_banks)])),
             # a bank's gathers are done when the DMA has finished every gather it took for the
             # bank (dma.gathers_done also waits for gathers still held in the DMA's input skid
-            # buffer) and no gather request can still come from the fragmenter
-            reg("STATUS", "gathers_done").eq(Mux(frag.gather_busy | frag.gather.valid, 0,
-                                                 dma.gathers_done)),
+            # buffer) and no gather request can still come from the fragmenter or the
+            # splitter's output register
+            reg("STATUS", "gathers_done").eq(Mux(frag.gather_busy | frag.gather.valid
+                                                 | split.busy, 0, dma.gathers_done)),
             reg("IRQ_STATUS", "cmd_done").eq(cmd_done),
             reg("IRQ_STATUS", "dma_error").eq(dma.error & ~dma_err_q),
             reg("IRQ_STATUS", "overflow").eq(frag.ev_overflow),
