@@ -910,6 +910,8 @@ def limits_text(rows, measure):
                            f"{lanes} lanes {DEMAND_MULTI_HOT / v / 1e6:.0f} MHz"
                            for lanes, v in multi)] * bool(multi)) + ".")
     dma = measure.get("dma") or []
+    full = [r for r in dma if not r.get("quick")]
+    dma = full or dma                                # the full measurement wins
     if dma:
         worst = min(dma, key=lambda r: r["efficiency"])
         out.append(f"- The DMA read channel sustains {worst['efficiency']:.3f} beats/cycle or "
@@ -972,7 +974,7 @@ def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/
               "Placing and routing a `ulx3s`-size point takes an hour or more on this "
               "machine, so the `ulx3s` sweeps may hold synthesis-only results (resources and "
               "logic depth, no Fmax). `tiny` with 1, 2, 4 and 8 lanes is always placed and "
-              "routed (~10 min each): how the routed Fmax and the area move with the lanes.",
+              "routed (5-30 min each here): how the routed Fmax and the area move with the lanes.",
               "", impl_table(rows, ("tiny_lanes",)),
               "", "## CAM entries (`ulx3s`, 4 lanes)", "", impl_table(rows, ("cam",)),
               "", "## Other cached configurations", "",

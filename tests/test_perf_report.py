@@ -279,6 +279,11 @@ def test_full_measurement_preferred_over_quick():
     m = {"fragmenter": [dict(MEASURE["fragmenter"][1], lookups_per_cycle=3.5, quick=True)]}
     assert pr.lookups_per_cycle(m, 4) == 3.5
     assert "4 | kaggle (quick)" in pr.fragmenter_table(m)
+    # the DMA summary line too: a worse quick figure beside a full one is not quoted
+    full = MEASURE["dma"][0]
+    m = {"dma": [dict(full, efficiency=0.5, quick=True), full]}
+    text = pr.limits_text([], m)
+    assert f"sustains {full['efficiency']:.3f} beats/cycle" in text and "0.500" not in text
 
 
 def test_fmax_needed_for_the_demand(rows):
