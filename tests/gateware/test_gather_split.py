@@ -47,6 +47,13 @@ def run(lanes, *, seed=0, beats=120, p_valid=0.7, p_ready=0.6, reset_after=None)
 
     async def bench(ctx):
         nonlocal cycles, todo
+
+        def take_output(ready):
+            """Record the request the DMA takes on this clock edge, if any."""
+            if ctx.get(dut.o.valid) and ready:
+                got.append((ctx.get(dut.o.p.key), ctx.get(dut.o.p.bank),
+                            ctx.get(dut.o.p.index)))
+
         bi, presenting, reset_done = 0, False, reset_after is None
         sent_of_beat = 0
         while (bi < len(todo) or ctx.get(dut.o.valid)) and cycles < 20 * beats * lanes + 100:
@@ -73,9 +80,7 @@ def run(lanes, *, seed=0, beats=120, p_valid=0.7, p_ready=0.6, reset_after=None)
                 if sent_of_beat >= 1 and sent_of_beat < full or full < 2:
                     # reset mid-beat: what left before stays, the beat and the held request go
                     ctx.set(dut.i.valid, 0)
-                    if ctx.get(dut.o.valid) and ready:    # the DMA takes it on this edge
-                        got.append((ctx.get(dut.o.p.key), ctx.get(dut.o.p.bank),
-                                    ctx.get(dut.o.p.index)))
+                    take_output(ready)              # the DMA takes it on this edge
                     ctx.set(rst, 1)
                     await ctx.tick()
                     ctx.set(rst, 0)
@@ -83,9 +88,7 @@ def run(lanes, *, seed=0, beats=120, p_valid=0.7, p_ready=0.6, reset_after=None)
                     expected[:] = got       # requests held in the register are dropped
                     bi, presenting, reset_done = bi + 1, False, True
                     continue
-            if ctx.get(dut.o.valid) and ready:
-                got.append((ctx.get(dut.o.p.key), ctx.get(dut.o.p.bank),
-                            ctx.get(dut.o.p.index)))
+            take_output(ready)
             if presenting and ctx.get(dut.i.ready):
                 expected.extend(_requests([b], lanes))
                 bi, presenting = bi + 1, False
