@@ -113,8 +113,11 @@ class DedupBank(Elaboratable):
     Members used by the fragmenter
     ------------------------------
     in_q : :class:`RingQueue` of ``op_layout`` (push side: ``push_n``, ``wr_*``, ``space``).
-    res_q : :class:`MultiQueue` of ``result_layout`` (pop side: ``level``, ``peek``, ``pop_n``).
-    wq : :class:`RingQueue` of ``value_bits`` (push side). It restarts with each mini-batch,
+    res_q : :class:`MultiQueue` of ``result_layout`` (pop side: ``level``, ``peek``, ``pop_n``,
+        ``pop_en``: the fragmenter drives ``pop_n`` with the beat's count, a register, and
+        ``pop_en`` with its take, the latest signal).
+    wq : :class:`RingQueue` of ``value_bits`` (push side: ``push_n`` and ``push_en`` as
+        ``res_q``'s pop). It restarts with each mini-batch,
         so the value of ordinal ``o`` is at slot ``o % wq_depth`` while queued.
     head_need : In, ``0 .. lanes``
         Results ``0 .. head_need - 1`` of res_q belong to the fragmenter's next beat to
@@ -126,7 +129,7 @@ class DedupBank(Elaboratable):
     take_ok : Out(lanes), a register
         Bit ``k``: res_q holds entries ``0 .. k`` and each may leave now: not a ``DUP``,
         resolved, or a ``DUP`` with ordinal ``>= fwd_lo``. Computed from the previous
-        cycle's entries and ``fwd_lo`` for the places after its pop (``pop_n`` selects
+        cycle's entries and ``fwd_lo`` for the places after its pop (``pop_en`` selects
         last): an entry pushed or resolved counts a cycle later.
     batch_start : In(1)
         Pulse between mini-batches (only while :attr:`idle`): forget every key.
@@ -271,20 +274,22 @@ class DedupBank(Elaboratable):
         # value is known (ord < pushed) and where it is (ord < drained: RAM) are two compares
         # of the entry's ord with registers, side by side; they are made for every entry
         # of res_q at once and selected by rptr (timing: rptr only drives muxes). The next
-        # rptr is chosen among values precomputed from rptr alone, by adv and by
-        # res_q.pop_n (the fragmenter's take, the latest signal) last.
+        # rptr is chosen among values precomputed from rptr alone, by adv, by res_q.pop_n
+        # (a register of the fragmenter) and by res_q.pop_en (its take, the latest signal)
+        # last.
         rptr = Signal(range(geo.res_depth + 1))
         r_wait = Signal()                    # the RAM is being read for the DUP at rptr
         pushed = Signal(range(geo.entries + 1))
-        m.d.sync += pushed.eq(pushed + wq.push_n)
+        m.d.sync += pushed.eq(Mux(wq.push_en, pushed + wq.push_n, pushed))
         e = res_q.at(rptr)
         adv = Signal()
-        pop = res_q.pop_n
+        pop, pop_en = res_q.pop_n, res_q.pop_en
         L = cfg.lanes
         # nxt[a][p]: rptr + a - p, at least 0
         nxt = [Array([Mux(rptr + a > p, (rptr + a - Const(p, len(rptr)))[:len(rptr)], 0)
                       for p in range(L + 1)]) for a in (0, 1)]
-        m.d.sync += rptr.eq(Mux(adv, nxt[1][pop], nxt[0][pop]))
+        m.d.sync += rptr.eq(Mux(pop_en, Mux(adv, nxt[1][pop], nxt[0][pop]),
+                                Mux(adv, (rptr + 1)[:len(rptr)], rptr)))
         m.d.sync += r_wait.eq(0)
         rl = geo.result_layout()
         rvalue = Signal(geo.value_bits)      # the index found for the DUP at rptr
@@ -310,7 +315,7 @@ class DedupBank(Elaboratable):
             with m.Elif(in_ram):
                 # the read answers next cycle; not if the fragmenter pops the entry now
                 # (it may take a DUP forwarded from its own pipeline)
-                m.d.sync += r_wait.eq(rptr >= pop)
+                m.d.sync += r_wait.eq(~pop_en | (rptr >= pop))
             with m.Elif(known):
                 # wq restarts with the mini-batch and takes one value per ordinal, in order
                 m.d.comb += [res_q.upd_en.eq(1), rvalue.eq(wq.at_slot(e.ord)),
@@ -335,7 +340,7 @@ class DedupBank(Elaboratable):
                 acc = acc & (okx[k + p] if k + p < nq else Const(0, 1))
                 bits.append(acc)
             cands.append(Cat(*bits))
-        m.d.sync += self.take_ok.eq(Array(cands)[pop])
+        m.d.sync += self.take_ok.eq(Mux(pop_en, Array(cands)[pop], cands[0]))
 
         # --- mini-batch boundary -----------------------------------------------------------
         with m.If(self.batch_start):

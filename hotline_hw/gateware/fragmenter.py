@@ -457,7 +457,7 @@ class MiniBatchFragmenter(wiring.Component):
         m.d.comb += [beatf.w_en.eq(dispatch), verdf.w_en.eq(dispatch & v_push),
                      verdf.w_data.eq(v_np)]
         for b, bank in enumerate(banks):
-            m.d.comb += bank.in_q.push_n.eq(Mux(dispatch, d_need[b], 0))
+            m.d.comb += [bank.in_q.push_n.eq(d_need[b]), bank.in_q.push_en.eq(dispatch)]
             for i in range(L):
                 m.d.comb += bank.in_q.wr_en[i].eq(dispatch & d_sel[b][i])
         with m.If(dispatch):
@@ -661,9 +661,10 @@ class MiniBatchFragmenter(wiring.Component):
         m.d.comb += retire.eq(rp_valid & wq_ok & sbuf.w_rdy & (~rp_any_new | gathf.w_rdy)
                               & ~(rb.last & pend_valid))
         for b, bk in enumerate(banks):
-            m.d.comb += [bk.res_q.pop_n.eq(Mux(take, ab.need[b], 0)),
+            # counts from registers, handshakes in the queues' last mux (pop_en / push_en)
+            m.d.comb += [bk.res_q.pop_n.eq(ab.need[b]), bk.res_q.pop_en.eq(take),
                          bk.head_need.eq(Mux(beatf.r_rdy, ab.need[b], 0)),
-                         bk.wq.push_n.eq(Mux(retire, rp_nn[b], 0))]
+                         bk.wq.push_n.eq(rp_nn[b]), bk.wq.push_en.eq(retire)]
             for i in range(L):
                 m.d.comb += bk.wq.wr_en[i].eq(retire & new[i] & (rbank(i) == b))
         with m.If(retire):

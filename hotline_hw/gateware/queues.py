@@ -20,6 +20,12 @@ from amaranth.utils import ceil_log2
 __all__ = ["MultiQueue", "RingQueue"]
 
 
+def _by_count(cands, n, en):
+    """``cands[n]`` when ``en``, else ``cands[0]``: the value after ``n`` (or no) pushes or
+    pops, with the late ``en`` in the last 2:1 mux."""
+    return Mux(en, Array(cands)[n], cands[0])
+
+
 def _common_ports(q, layout, depth, npush, npop, name):
     """The ports both queues share (push side, ``pop_n``, ``peek``, ``level``, ``space``),
     set on ``q``; returns ``ceil_log2(depth)`` (also ``q._bits``)."""
@@ -28,11 +34,31 @@ def _common_ports(q, layout, depth, npush, npop, name):
     q.wr_en = Signal(npush, name=f"{name}_wr_en")
     q.wr_off = Signal(data.ArrayLayout(ceil_log2(max(2, npush)), npush), name=f"{name}_wr_off")
     q.wr_data = Signal(data.ArrayLayout(layout, npush), name=f"{name}_wr_data")
+    q.push_en = Signal(name=f"{name}_push_en", init=1)
     q.pop_n = Signal(range(npop + 1), name=f"{name}_pop_n")
+    q.pop_en = Signal(name=f"{name}_pop_en", init=1)
     q.peek = Signal(data.ArrayLayout(layout, npop), name=f"{name}_peek")
     q.level = Signal(range(depth + 1), name=f"{name}_level")
     q.space = Signal(range(depth + 1), name=f"{name}_space", init=depth)
     return bits
+
+
+def _count_regs(m, q):
+    """``level`` and ``space`` after this cycle's push and pop: four candidates per pop
+    count, built from registers and the counts, chosen by ``push_en`` and ``pop_en`` last."""
+    bl = len(q.level)
+    npop = q.npop
+    lvl, spc = [], []
+    for push in (0, 1):
+        pn = q.push_n if push else Const(0, 1)
+        lvl.append([(q.level + pn - Const(p, bl))[:bl] for p in range(npop + 1)])
+        spc.append([(q.space + Const(p, bl) - pn)[:bl] for p in range(npop + 1)])
+    m.d.sync += [
+        q.level.eq(Mux(q.push_en, _by_count(lvl[1], q.pop_n, q.pop_en),
+                       _by_count(lvl[0], q.pop_n, q.pop_en))),
+        q.space.eq(Mux(q.push_en, _by_count(spc[1], q.pop_n, q.pop_en),
+                       _by_count(spc[0], q.pop_n, q.pop_en))),
+    ]
 
 
 class MultiQueue(Elaboratable):
@@ -49,6 +75,13 @@ class MultiQueue(Elaboratable):
         compaction is needed before the queue.)
     pop_n : ``In``, 0..npop
         Entries removed from the head this cycle (the caller keeps ``pop_n <= level``).
+    push_en, pop_en : ``In``, 1 bit (reset value 1: left undriven they change nothing)
+        The push and the pop happen only with these high: ``push_n`` / ``pop_n`` entries when
+        high, none when low. A caller whose handshake decides *whether* late in the cycle
+        but knows *how many* from registers drives ``pop_n`` (``push_n``) with the count and
+        ``pop_en`` (``push_en``) with the handshake, which then only drives each register's
+        final 2:1 mux instead of the select of an ``npop + 1``-way one. The writers'
+        ``wr_en`` must be low when ``push_en`` is.
     peek : ``Out``, ``ArrayLayout(layout, npop)``
         ``peek[i]`` is the entry ``i`` places behind the head (meaningless for ``i >= level``).
     level, space : ``Out``
@@ -130,11 +163,8 @@ class MultiQueue(Elaboratable):
             if npop == 0:
                 m.d.sync += e.eq(cands[0])
             else:
-                m.d.sync += e.eq(Array(cands)[self.pop_n])
-        bl = len(self.level)
-        lv = [(self.level + self.push_n - Const(p, bl))[:bl] for p in range(npop + 1)]
-        sp = [(self.space + Const(p, bl) - self.push_n)[:bl] for p in range(npop + 1)]
-        m.d.sync += [self.level.eq(Array(lv)[self.pop_n]), self.space.eq(Array(sp)[self.pop_n])]
+                m.d.sync += e.eq(_by_count(cands, self.pop_n, self.pop_en))
+        _count_regs(m, self)
         return m
 
 
@@ -150,7 +180,7 @@ class RingQueue(Elaboratable):
 
     Ports (plain signals)
     ---------------------
-    push_n, wr_en, wr_off, wr_data, pop_n, level, space :
+    push_n, push_en, wr_en, wr_off, wr_data, pop_n, pop_en, level, space :
         As in :class:`MultiQueue` (``npush`` writers, ``pop_n`` in ``0 .. npop``).
     peek : ``Out``, ``ArrayLayout(layout, npop)``
         ``peek[i]`` is the entry ``i`` places behind the head (meaningless for ``i >= level``).
@@ -236,15 +266,13 @@ class RingQueue(Elaboratable):
                     c = Signal(w, name=f"{self.name}_pn{j}_{p}")
                     m.d.comb += c.eq(Mux(hit, dat, old))
                     cands.append(c)
-                m.d.sync += self.peek[j].eq(Array(cands)[self.pop_n])
+                m.d.sync += self.peek[j].eq(_by_count(cands, self.pop_n, self.pop_en))
         # --- pointers and counts
-        bl = len(self.level)
-        lv = [(self.level + self.push_n - Const(p, bl))[:bl] for p in range(npop + 1)]
-        sp = [(self.space + Const(p, bl) - self.push_n)[:bl] for p in range(npop + 1)]
+        _count_regs(m, self)
         hd = [(self.head + p)[:bits] for p in range(npop + 1)]
-        m.d.sync += [self.level.eq(Array(lv)[self.pop_n]), self.space.eq(Array(sp)[self.pop_n]),
-                     self.head.eq(Array(hd)[self.pop_n]),
-                     self.tail.eq((self.tail + self.push_n)[:bits])]
+        m.d.sync += [self.head.eq(_by_count(hd, self.pop_n, self.pop_en)),
+                     self.tail.eq(Mux(self.push_en, (self.tail + self.push_n)[:bits],
+                                      self.tail))]
         with m.If(self.restart):
             m.d.sync += [self.head.eq(0), self.tail.eq(0)]
         return m

@@ -5,6 +5,8 @@ entry ``k``), pops 0..npop, and (``MultiQueue`` with ``update``) overwrites a ra
 entry (all of it, or the bits given by ``update=(lo, hi)``); ``level``, ``space``, every
 meaningful ``peek`` and the random-access read (``at`` / ``at_slot``) are compared with the
 reference before the clock edge. ``RingQueue`` also restarts at random while empty.
+With ``enables``, ``push_en`` / ``pop_en`` are low at random while ``push_n`` / ``pop_n`` carry
+arbitrary counts, which must then be ignored.
 """
 import random
 from collections import deque
@@ -23,7 +25,7 @@ def _pack(values, width):
 
 
 def run_queue(kind, depth, npush, npop, *, update=False, registered_peek=False, seed=0,
-              cycles=600):
+              cycles=600, enables=False):
     rng = random.Random(seed)
     if kind == "ring":
         q = RingQueue(unsigned(W), depth, npush, npop, registered_peek=registered_peek)
@@ -68,11 +70,21 @@ def run_queue(kind, depth, npush, npop, *, update=False, registered_peek=False, 
             for k in range(npush):           # idle writers carry junk offsets
                 if not en >> k & 1:
                     offs[k] = rng.randrange(1 << offw)
-            ctx.set(q.push_n, push_n)
+            push_cnt, pop_cnt = push_n, pop_n          # what the count ports carry
+            if enables:
+                push_on = rng.random() < 0.7
+                pop_on = rng.random() < 0.7
+                ctx.set(q.push_en, push_on)
+                ctx.set(q.pop_en, pop_on)
+                if not push_on:                          # no push: junk count, writers off
+                    push_cnt, push_n, data, en = rng.randint(0, npush), 0, [], 0
+                if not pop_on:
+                    pop_cnt, pop_n = rng.randint(0, npop), 0
+            ctx.set(q.push_n, push_cnt)
             ctx.set(q.wr_en, en)
             ctx.set(q.wr_off.as_value(), _pack(offs, offw))
             ctx.set(q.wr_data.as_value(), _pack(wdat, W))
-            ctx.set(q.pop_n, pop_n)
+            ctx.set(q.pop_n, pop_cnt)
             if update:
                 ue = level > 0 and rng.random() < 0.5
                 uo = rng.randrange(level) if ue else rng.randrange(depth)
@@ -105,6 +117,16 @@ def run_queue(kind, depth, npush, npop, *, update=False, registered_peek=False, 
                                              (2, 1, 1)])
 def test_ring_queue(depth, npush, npop, registered_peek):
     run_queue("ring", depth, npush, npop, registered_peek=registered_peek, seed=depth * npop)
+
+
+@pytest.mark.parametrize("registered_peek", [False, True], ids=["mux-peek", "reg-peek"])
+def test_ring_queue_enables(registered_peek):
+    run_queue("ring", 8, 4, 2, registered_peek=registered_peek, seed=11, enables=True)
+
+
+@pytest.mark.parametrize("update", [False, True], ids=["plain", "update"])
+def test_multi_queue_enables(update):
+    run_queue("multi", 8, 4, 4, update=update, seed=12, enables=True)
 
 
 @pytest.mark.parametrize("depth,npush,npop,update", [(4, 4, 1, False), (8, 1, 4, True),
