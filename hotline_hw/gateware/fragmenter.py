@@ -264,57 +264,71 @@ class MiniBatchFragmenter(wiring.Component):
         take = Signal()
         m.d.comb += take.eq(self.lookups.valid & self.lookups.ready)
 
-        keep = Signal(L)
-        user_in = Signal()
-        last_in = Signal()
-        with m.If(inject):
-            m.d.comb += [keep.eq(0), user_in.eq(0), last_in.eq(1)]
-        with m.Else():
-            m.d.comb += [keep.eq(p.keep), user_in.eq(p.user), last_in.eq(p.last)]
+        # The beat pushed into the meta FIFO is the input beat or, on a flush, a synthetic
+        # empty `last` beat. `inject` depends on the FIFO's room (the latest signal here), so
+        # both beats' meta words and next sample state are built side by side, and `inject`
+        # only chooses between them (8 lanes: room -> keep -> lane positions -> meta was the
+        # deepest path of the core).
+        def beat(keep, user_in, last_in, flush):
+            """(meta word, next state, carries nothing) of the beat ``keep``/``user_in``/
+            ``last_in`` (the flush beat when ``flush``)."""
+            sfx = "_f" if flush else ""
+            meta = Signal(meta_layout, name=f"meta{sfx}")
+            wide = bits_for(msl + L)
+            excess, bads = [], []
+            for i in range(L):
+                pos = Signal(wide, name=f"pos{i}{sfx}")
+                m.d.comb += pos.eq(spos + _popcount(keep[j] for j in range(i)))
+                bad = Signal(name=f"bad{i}{sfx}")
+                m.d.comb += bad.eq(keep[i] & ((p.keys[i] >> cfg.row_bits) >= cfg.num_tables))
+                ex = Signal(name=f"excess{i}{sfx}")
+                m.d.comb += ex.eq(keep[i] & (pos >= msl))
+                excess.append(ex)
+                bads.append(bad)
+                m.d.comb += meta.ovf[i].eq(bad | ex)
+                if not flush:
+                    dset = h3_expr(p.keys[i], SEED_DEDUP, kb, cfg.dedup_set_bits)
+                    if bb:
+                        m.d.comb += meta.bank[i].eq(dset[:bb])
+                    if geo.lset_bits:
+                        m.d.comb += meta.lset[i].eq(dset[bb:])
+            any_excess = Cat(*excess).any()
+            user_eff = Signal(name=f"user_eff{sfx}")
+            m.d.comb += user_eff.eq(user_in | (last_in & (s_open | (keep != 0))))
+            ferr = Const(1, 1) if flush else (last_in & ~user_in & (s_open | (keep != 0)))
+            scount_next = Signal(sidb + 2, name=f"scount_next{sfx}")
+            cap = (1 << sidb) + 1
+            m.d.comb += scount_next.eq(Mux(user_eff & (scount < cap), scount + 1, scount))
+            m.d.comb += [
+                meta.keys.eq(p.keys),
+                meta.keep.eq(keep),
+                meta.user.eq(user_eff),
+                meta.last.eq(last_in),
+                meta.has_sample.eq((keep != 0) | user_eff),
+                meta.first.eq(~b_open),
+                meta.sid.eq(sid),
+                meta.bad_n.eq(_popcount(bads)),
+                meta.long_end.eq(user_eff & (s_long | any_excess)),
+                meta.ferr.eq(ferr),
+                meta.idwrap.eq(last_in & (scount_next > (1 << sidb))),
+            ]
+            # the sample state after this beat
+            cnt = _popcount(keep[i] for i in range(L))
+            nxt = {
+                "b_open": ~last_in,
+                "scount": Mux(last_in, 0, scount_next),
+                "spos": Mux(user_eff, 0, Mux(spos + cnt > msl, msl, spos + cnt)),
+                "s_open": Mux(user_eff, 0, s_open | (keep != 0)),
+                "s_long": Mux(user_eff, 0, s_long | any_excess),
+                "sid": Mux(last_in, 0, Mux(user_eff, sid + 1, sid)),
+            }
+            nothing = (keep == 0) & ~user_in & ~last_in      # carries nothing: dropped
+            return meta, nxt, nothing
 
+        meta_in, nxt_in, pure_nothing = beat(p.keep, p.user, p.last, False)
+        meta_fl, nxt_fl, _ = beat(Const(0, L), Const(0, 1), Const(1, 1), True)
         meta = Signal(meta_layout)
-        wide = bits_for(msl + L)
-        excess, bads = [], []
-        for i in range(L):
-            pos = Signal(wide, name=f"pos{i}")
-            m.d.comb += pos.eq(spos + _popcount(keep[j] for j in range(i)))
-            bad = Signal(name=f"bad{i}")
-            m.d.comb += bad.eq(keep[i] & ((p.keys[i] >> cfg.row_bits) >= cfg.num_tables))
-            ex = Signal(name=f"excess{i}")
-            m.d.comb += ex.eq(keep[i] & (pos >= msl))
-            excess.append(ex)
-            bads.append(bad)
-            m.d.comb += meta.ovf[i].eq(bad | ex)
-            dset = h3_expr(p.keys[i], SEED_DEDUP, kb, cfg.dedup_set_bits)
-            if bb:
-                m.d.comb += meta.bank[i].eq(dset[:bb])
-            if geo.lset_bits:
-                m.d.comb += meta.lset[i].eq(dset[bb:])
-        n_bad = _popcount(bads)
-        any_excess = Cat(*excess).any()
-        user_eff = Signal()
-        ferr = Signal()
-        m.d.comb += [
-            user_eff.eq(user_in | (last_in & (s_open | (keep != 0)))),
-            ferr.eq(inject | (last_in & ~user_in & (s_open | (keep != 0)))),
-        ]
-        scount_next = Signal(sidb + 2)
-        cap = (1 << sidb) + 1
-        m.d.comb += scount_next.eq(Mux(user_eff & (scount < cap), scount + 1, scount))
-        m.d.comb += [
-            meta.keys.eq(p.keys),
-            meta.keep.eq(keep),
-            meta.user.eq(user_eff),
-            meta.last.eq(last_in),
-            meta.has_sample.eq((keep != 0) | user_eff),
-            meta.first.eq(~b_open),
-            meta.sid.eq(sid),
-            meta.bad_n.eq(n_bad),
-            meta.long_end.eq(user_eff & (s_long | any_excess)),
-            meta.ferr.eq(ferr),
-            meta.idwrap.eq(last_in & (scount_next > (1 << sidb))),
-        ]
-        pure_nothing = (keep == 0) & ~user_in & ~last_in      # carries nothing: dropped
+        m.d.comb += meta.eq(Mux(inject, meta_fl, meta_in))
         push = Signal()
         m.d.comb += [
             push.eq((take & ~pure_nothing) | inject),
@@ -323,20 +337,11 @@ class MiniBatchFragmenter(wiring.Component):
             self.cam_lookup_valid.eq(Mux(push, (1 << L) - 1, 0)),
             self.cam_lookup_keys.eq(p.keys),
         ]
+        state = {"b_open": b_open, "scount": scount, "spos": spos, "s_open": s_open,
+                 "s_long": s_long, "sid": sid}
         with m.If(push):
-            cnt = _popcount(keep[i] for i in range(L))
-            m.d.sync += [
-                b_open.eq(~last_in),
-                scount.eq(Mux(last_in, 0, scount_next)),
-            ]
-            with m.If(user_eff):
-                m.d.sync += [spos.eq(0), s_open.eq(0), s_long.eq(0), sid.eq(sid + 1)]
-            with m.Else():
-                m.d.sync += [spos.eq(Mux(spos + cnt > msl, msl, spos + cnt)),
-                             s_open.eq(s_open | (keep != 0)),
-                             s_long.eq(s_long | any_excess)]
-            with m.If(last_in):
-                m.d.sync += sid.eq(0)
+            for name, reg in state.items():
+                m.d.sync += reg.eq(Mux(inject, nxt_fl[name], nxt_in[name]))
 
         # ================================================================ 2. CAM results
         rin = Signal(res_layout)
