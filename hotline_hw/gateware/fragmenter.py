@@ -464,7 +464,7 @@ class MiniBatchFragmenter(wiring.Component):
         for b, bank in enumerate(banks):
             m.d.comb += [bank.in_q.push_n.eq(d_need[b]), bank.in_q.push_en.eq(dispatch)]
             for i in range(L):
-                m.d.comb += bank.in_q.wr_en[i].eq(dispatch & d_sel[b][i])
+                m.d.comb += bank.in_q.wr_en[i].eq(d_sel[b][i])     # (push_en: dispatch)
         with m.If(dispatch):
             with m.If(dm.user):
                 m.d.sync += v_pushed.eq(0)
@@ -671,7 +671,7 @@ class MiniBatchFragmenter(wiring.Component):
                          bk.head_need.eq(Mux(beatf.r_rdy, ab.need[b], 0)),
                          bk.wq.push_n.eq(rp_nn[b]), bk.wq.push_en.eq(retire)]
             for i in range(L):
-                m.d.comb += bk.wq.wr_en[i].eq(retire & new[i] & (rbank(i) == b))
+                m.d.comb += bk.wq.wr_en[i].eq(new[i] & (rbank(i) == b))  # (push_en: retire)
         with m.If(retire):
             m.d.sync += h_new[0].eq(Mux(rb.last, 0, rp_new))
             for t in range(1, HIST):

@@ -80,8 +80,8 @@ class MultiQueue(Elaboratable):
         high, none when low. A caller whose handshake decides *whether* late in the cycle
         but knows *how many* from registers drives ``pop_n`` (``push_n``) with the count and
         ``pop_en`` (``push_en``) with the handshake, which then only drives each register's
-        final 2:1 mux instead of the select of an ``npop + 1``-way one. The writers'
-        ``wr_en`` must be low when ``push_en`` is.
+        final 2:1 mux instead of the select of an ``npop + 1``-way one. Writers store only
+        with ``push_en`` high, so ``wr_en`` need not include the handshake either.
     peek : ``Out``, ``ArrayLayout(layout, npop)``
         ``peek[i]`` is the entry ``i`` places behind the head (meaningless for ``i >= level``).
     level, space : ``Out``
@@ -157,7 +157,7 @@ class MultiQueue(Elaboratable):
                         m.d.comb += c[lo:hi].eq(self.upd_data.as_value()[lo:hi]
                                                 if isinstance(self.layout, data.Layout)
                                                 else self.upd_data[lo:hi])
-                with m.If(wpos[s]):
+                with m.If(wpos[s] & self.push_en):
                     m.d.comb += c.eq(wsel[s])
                 cands.append(c)
             if npop == 0:
@@ -236,7 +236,7 @@ class RingQueue(Elaboratable):
             dist = Signal(bits, name=f"{self.name}_d{e}")
             m.d.comb += dist.eq(Const(e, bits) - self.tail)
             hit, dat = self._written(m, dist, f"w{e}")
-            with m.If(hit):
+            with m.If(hit & self.push_en):
                 m.d.sync += ent.eq(dat)
         # --- peek
         if not self.registered_peek:
@@ -264,7 +264,7 @@ class RingQueue(Elaboratable):
                     m.d.comb += dist.eq(s - self.level)
                     hit, dat = self._written(m, dist, f"p{j}_{p}")
                     c = Signal(w, name=f"{self.name}_pn{j}_{p}")
-                    m.d.comb += c.eq(Mux(hit, dat, old))
+                    m.d.comb += c.eq(Mux(hit & self.push_en, dat, old))
                     cands.append(c)
                 m.d.sync += self.peek[j].eq(_by_count(cands, self.pop_n, self.pop_en))
         # --- pointers and counts

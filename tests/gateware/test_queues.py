@@ -76,8 +76,8 @@ def run_queue(kind, depth, npush, npop, *, update=False, registered_peek=False, 
                 pop_on = rng.random() < 0.7
                 ctx.set(q.push_en, push_on)
                 ctx.set(q.pop_en, pop_on)
-                if not push_on:                          # no push: junk count, writers off
-                    push_cnt, push_n, data, en = rng.randint(0, npush), 0, [], 0
+                if not push_on:                  # no push: junk count, writers ignored
+                    push_cnt, push_n, data = rng.randint(0, npush), 0, []
                 if not pop_on:
                     pop_cnt, pop_n = rng.randint(0, npop), 0
             ctx.set(q.push_n, push_cnt)
