@@ -80,8 +80,10 @@ class MultiQueue(Elaboratable):
         high, none when low. A caller whose handshake decides *whether* late in the cycle
         but knows *how many* from registers drives ``pop_n`` (``push_n``) with the count and
         ``pop_en`` (``push_en``) with the handshake, which then only drives each register's
-        final 2:1 mux instead of the select of an ``npop + 1``-way one. Writers store only
-        with ``push_en`` high, so ``wr_en`` need not include the handshake either.
+        final 2:1 mux instead of the select of an ``npop + 1``-way one. ``wr_en`` need not
+        include the handshake either: with ``push_en`` low nothing visible is stored, even
+        by writers at offsets past the free places (:class:`RingQueue` gates its writes;
+        here such a writer lands past the tail, in places that are not held).
     peek : ``Out``, ``ArrayLayout(layout, npop)``
         ``peek[i]`` is the entry ``i`` places behind the head (meaningless for ``i >= level``).
     level, space : ``Out``
@@ -157,7 +159,7 @@ class MultiQueue(Elaboratable):
                         m.d.comb += c[lo:hi].eq(self.upd_data.as_value()[lo:hi]
                                                 if isinstance(self.layout, data.Layout)
                                                 else self.upd_data[lo:hi])
-                with m.If(wpos[s] & self.push_en):
+                with m.If(wpos[s]):
                     m.d.comb += c.eq(wsel[s])
                 cands.append(c)
             if npop == 0:

@@ -76,8 +76,12 @@ def run_queue(kind, depth, npush, npop, *, update=False, registered_peek=False, 
                 pop_on = rng.random() < 0.7
                 ctx.set(q.push_en, push_on)
                 ctx.set(q.pop_en, pop_on)
-                if not push_on:                  # no push: junk count, writers ignored
+                if not push_on:
+                    # no push: a junk count and writers enabled at any offset, even past
+                    # the free places (a caller that stalls for room); all ignored
                     push_cnt, push_n, data = rng.randint(0, npush), 0, []
+                    en = rng.randrange(1 << npush)
+                    offs = [rng.randrange(1 << offw) for _ in range(npush)]
                 if not pop_on:
                     pop_cnt, pop_n = rng.randint(0, npop), 0
             ctx.set(q.push_n, push_cnt)
