@@ -218,6 +218,35 @@ def test_repeats_within_a_beat_and_across_beats():
     assert exp.counters.staged_rows == len(set(k for s in samples for k in s))
 
 
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_keys_a_bit_or_two_apart_in_one_set(lanes):
+    """Pairs of keys that differ in one or two bits and share a de-dup set, each pair in its
+    own mini-batch with repeats of both: both are staged and each repeat takes its own
+    row's index. Two sets, so every bit and every pair of bits is compared by some pair
+    (H3 is linear: k and k ^ x share a set iff h(x) == 0, which holds for half the x).
+    A bank that compared only part of the key (the compare is split in slices over two
+    stages) would take one key for the other's repeat."""
+    cfg = make_cfg(lanes, staging_rows=16, dedup_sets=2, dedup_ways=8)
+    kb = cfg.key_bits
+
+    def dset(k):
+        return int(h3_np(np.array([k], dtype=np.uint64), SEED_DEDUP, kb,
+                         cfg.dedup_set_bits)[0])
+
+    base = 0x5A5 % (1 << cfg.row_bits)          # table 0
+    xs = [1 << b for b in range(kb)] + [(1 << b) | (1 << c) for b in range(kb)
+                                        for c in range(b + 1, kb)]
+    # table ids >= num_tables make bad keys: keep the partner good
+    xs = [x for x in xs if dset(x) == 0 and (base ^ x) >> cfg.row_bits < cfg.num_tables]
+    assert {b for x in xs for b in range(kb) if x >> b & 1} == set(range(kb))
+    beats = []
+    for x in xs:
+        k0, k1 = base, base ^ x
+        beats += frame_lookup_beats([[k0, k1], [k1, k0, k1], [k0]], lanes)
+    exp, _ = check(cfg, Cam(cfg), [], beats, seed=lanes, idle=0.2, stall=0.2)
+    assert exp.counters.staged_rows == 2 * len(xs)
+
+
 @pytest.mark.parametrize("gap", [0, 2, 5])
 def test_repeat_taken_by_forwarding_while_its_bank_reads_the_index(gap):
     """A repeat of the row staged by the beat retired just before it is taken with the
