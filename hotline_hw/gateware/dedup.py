@@ -62,9 +62,6 @@ def _pow2_at_least(n):
     return 1 << ceil_log2(max(2, n))
 
 
-KEY_CHUNK = 2       # key bits per partial compare registered in B1 (one LUT4: 2 + 2 inputs)
-
-
 class BankGeometry:
     """Sizes derived from the configuration (shared by the bank and the fragmenter)."""
 
@@ -200,17 +197,10 @@ class DedupBank(Elaboratable):
         ]
 
         # --- B1: the set word arrives; compare the ways --------------------------------
-        # The key compare is split over B1 and B2: B1 registers, per way, the equality of
-        # each KEY_CHUNK-bit slice of the key (one LUT4 each, right after the block RAM's
-        # clock-to-output); B2 ANDs the slices with `used`. (Done in B1 alone, RAM ->
-        # compare tree -> b2_match was among the deepest paths of the core.)
         cur = Signal(word_layout)
         m.d.comb += cur.eq(Mux(b1_touched, rp.data.as_value(), 0))
         b2_word = Signal(word_layout)
-        chunks = [(lo, min(lo + KEY_CHUNK, kb)) for lo in range(0, kb, KEY_CHUNK)]
-        b2_keq = [Signal(len(chunks), name=f"b2_keq{w}") for w in range(ways)]
         b2_match = Signal(ways)              # way w holds the key (in the word as read)
-        m.d.comb += b2_match.eq(Cat(*[b2_word[w].used & b2_keq[w].all() for w in range(ways)]))
         b2_free = Signal(ways)               # way w is free (in the word as read)
         # forwarding: the op in B2 writes the set of the op in B1 in the same cycle, after
         # B1's read: B2 of the later op puts that entry into way `b2f_way` of its word
@@ -221,8 +211,7 @@ class DedupBank(Elaboratable):
             b2_valid.eq(b1_valid),
             b2_op.eq(b1_op),
             b2_word.eq(cur),
-            *[b2_keq[w].eq(Cat(*[cur[w].key[lo:hi] == b1_op.key[lo:hi] for lo, hi in chunks]))
-              for w in range(ways)],
+            b2_match.eq(Cat(*[cur[w].used & (cur[w].key == b1_op.key) for w in range(ways)])),
             b2_free.eq(Cat(*[~cur[w].used for w in range(ways)])),
         ]
 
