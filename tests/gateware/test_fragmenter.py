@@ -224,8 +224,7 @@ def test_keys_a_bit_or_two_apart_in_one_set(lanes):
     own mini-batch with repeats of both: both are staged and each repeat takes its own
     row's index. Two sets, so every bit and every pair of bits is compared by some pair
     (H3 is linear: k and k ^ x share a set iff h(x) == 0, which holds for half the x).
-    A bank that compared only part of the key (the compare is split in slices over two
-    stages) would take one key for the other's repeat."""
+    A bank that compared only part of the key would take one key for the other's repeat."""
     cfg = make_cfg(lanes, staging_rows=16, dedup_sets=2, dedup_ways=8)
     kb = cfg.key_bits
 
