@@ -293,8 +293,24 @@ class DedupBank(Elaboratable):
         m.d.sync += r_wait.eq(0)
         rl = geo.result_layout()
         rvalue = Signal(geo.value_bits)      # the index found for the DUP at rptr
-        m.d.comb += [res_q.upd_off.eq(rptr),
-                     res_q.upd_data.eq(Cat(e.kind, e.ord, Const(1, 1), rvalue))]
+        upd = Signal()                       # ... found this cycle
+        # The update is written into res_q a cycle later, from registers: the resolver's
+        # decision (rptr -> entry -> ordinal compares -> found) does not also drive the
+        # update muxes of every res_q entry. The place is the one after this cycle's pop;
+        # an entry popped now loses its update (the fragmenter took it with a forwarded
+        # index). An entry gains `resolved` a cycle later than the resolver finds it; the
+        # resolver has moved past it by then.
+        u_en = Signal()
+        u_off = Signal(ceil_log2(geo.res_depth))
+        u_val = Signal(geo.value_bits)
+        m.d.sync += [
+            u_en.eq(upd & (~pop_en | (rptr >= pop))),
+            u_off.eq(Mux(pop_en, nxt[0][pop], rptr)),
+            u_val.eq(rvalue),
+        ]
+        m.d.comb += [res_q.upd_en.eq(u_en), res_q.upd_off.eq(u_off),
+                     res_q.upd_data.eq(Cat(Const(0, rl["resolved"].offset), Const(1, 1),
+                                           u_val))]
         f_done, f_ram, f_known = [], [], []
         for k, ent in enumerate(res_q.entries):
             ek = data.View(rl, ent)
@@ -308,7 +324,7 @@ class DedupBank(Elaboratable):
         # the index RAM is read at the entry's ordinal every cycle; used after an `in_ram`
         m.d.comb += ir.addr.eq(e.ord)
         with m.If(r_wait):
-            m.d.comb += [res_q.upd_en.eq(1), rvalue.eq(ir.data), adv.eq(1)]
+            m.d.comb += [upd.eq(1), rvalue.eq(ir.data), adv.eq(1)]
         with m.Elif(rptr < res_q.level):
             with m.If(done):
                 m.d.comb += adv.eq(1)
@@ -318,8 +334,7 @@ class DedupBank(Elaboratable):
                 m.d.sync += r_wait.eq(~pop_en | (rptr >= pop))
             with m.Elif(known):
                 # wq restarts with the mini-batch and takes one value per ordinal, in order
-                m.d.comb += [res_q.upd_en.eq(1), rvalue.eq(wq.at_slot(e.ord)),
-                             adv.eq(1)]
+                m.d.comb += [upd.eq(1), rvalue.eq(wq.at_slot(e.ord)), adv.eq(1)]
             with m.Elif(rptr < self.head_need):
                 # its NEW has not retired and it leaves with the fragmenter's next beat,
                 # which forwards the index: pass it, or the entries behind it in the same
@@ -344,7 +359,8 @@ class DedupBank(Elaboratable):
 
         # --- mini-batch boundary -----------------------------------------------------------
         with m.If(self.batch_start):
-            m.d.sync += [touched.eq(0), newcnt.eq(0), drained.eq(0), pushed.eq(0), rptr.eq(0)]
+            m.d.sync += [touched.eq(0), newcnt.eq(0), drained.eq(0), pushed.eq(0), rptr.eq(0),
+                         u_en.eq(0)]
 
         m.d.comb += self.idle.eq((in_q.level == 0) & ~b1_valid & ~b2_valid & (res_q.level == 0)
                                  & (wq.level == 0))
