@@ -943,19 +943,38 @@ class GatherScatterDMA(wiring.Component):
         ta_wp = tag_addr.write_port()
         ta_rp = tag_addr.read_port(domain="sync")
 
-        def burst_len(addr, left):
-            """``(min(left, beats to the next 4 KiB boundary, MB), left fits in it)``: the
-            compares run side by side, not as a chain of minimums."""
-            to_page = Signal(13 - lbb + 1)
-            m.d.comb += to_page.eq(Const(PAGE >> lbb, 13 - lbb + 1) - addr[lbb:12])
+        PB = PAGE >> lbb                    # beats in a 4 KiB page
+        assert MB <= PB, (MB, PB)
+        tp_bits = bits_for(PB)
+
+        def page_room(addr):
+            """Beats from ``addr`` to the next 4 KiB boundary (1 .. PB)."""
+            to_page = Signal(tp_bits)
+            m.d.comb += to_page.eq(Const(PB, tp_bits + 1) - addr[lbb:12])
+            return to_page
+
+        def burst_of(to_page, left):
+            """``(min(left, to_page, MB), left fits in it)`` for a burst with ``to_page`` beats
+            to the page boundary: the compares run side by side, not as a chain of
+            minimums."""
             fin = (to_page >= left) & (left <= MB)
             return Mux(fin, left, Mux(to_page <= MB, to_page, MB)), fin
+
+        def next_room(to_page):
+            """Beats to the page boundary after a burst that is not a row's last: it was
+            ``min(to_page, MB)`` long, so it ended at the boundary (a whole page follows) or
+            ``MB`` beats before it. From the register ``to_page`` alone: no address adder
+            in the chain that computes the next burst's length."""
+            nt = Signal(tp_bits)
+            m.d.comb += nt.eq(Mux(to_page <= MB, PB, to_page - MB))
+            return nt
 
         # precomputed one cycle early (with rj_src/rj_left): the next AR's length and whether
         # it is the row's last, and the free buffer space, so that AR issue and `rd_take` use
         # register outputs and one compare
-        ar_len = Signal(burst_bits)         # burst_len(rj_src, rj_left)
+        ar_len = Signal(burst_bits)         # burst_of(ar_room, rj_left)
         ar_fin = Signal()                   # rj_left == ar_len
+        ar_room = Signal(tp_bits)           # page_room(rj_src)
         buf_free = Signal(db + 1, init=D)   # D - (wa - wptr): buffer beats not allocated
         ar_ok, ar_last = Signal(), Signal()
         # stop at once when an error response is seen (the R beat in its register, the B
@@ -977,9 +996,11 @@ class GatherScatterDMA(wiring.Component):
         nsrc = Signal(ADDR_BITS)
         nleft = Signal(beat_bits)
         m.d.comb += [nsrc.eq(rj_src + (ar_len << lbb)), nleft.eq(rj_left - ar_len)]
-        nlen, nfin = burst_len(nsrc, nleft)
+        nroom = next_room(ar_room)
+        nlen, nfin = burst_of(nroom, nleft)
         jo = jsk.o.payload
-        jlen, jfin = burst_len(jo.src, row_beats)
+        jroom = page_room(jo.src)
+        jlen, jfin = burst_of(jroom, row_beats)
         with m.If(ar_ok):
             m.d.sync += [
                 ar_valid.eq(1), axi.araddr.eq(rj_src), axi.arlen.eq(ar_len - 1),
@@ -989,7 +1010,7 @@ class GatherScatterDMA(wiring.Component):
                 wa.eq(wa + ar_len), ip.eq(ip + 1),
             ]
             m.d.sync += [rj_src.eq(nsrc), rj_left.eq(nleft), ar_len.eq(nlen),
-                         ar_fin.eq(nfin)]
+                         ar_fin.eq(nfin), ar_room.eq(nroom)]
             with m.If(ar_last):
                 m.d.sync += rj_v.eq(0)
         with m.Elif(axi.arready):
@@ -999,7 +1020,7 @@ class GatherScatterDMA(wiring.Component):
                      rowin.kind.eq(jo.kind), rowin.bank.eq(jo.bank)]
         with m.If(rd_take):
             m.d.sync += [rj_v.eq(1), rj_src.eq(jo.src), rj_left.eq(row_beats), ar_len.eq(jlen),
-                         ar_fin.eq(jfin)]
+                         ar_fin.eq(jfin), ar_room.eq(jroom)]
 
         # --- R channel: tag lookup, data into the buffer --------------------------------------
         m.submodules.buf = buf = Memory(shape=cfg.axi_data_bits, depth=D, init=[])
@@ -1066,8 +1087,9 @@ class GatherScatterDMA(wiring.Component):
         aw_valid = Signal()
         # precomputed with wr_dst/wr_left, as on the read side: the row FIFO's read enable
         # then depends on one credit compare (avail >= aw_len) of register outputs
-        aw_len = Signal(burst_bits)         # burst_len(wr_dst, wr_left)
+        aw_len = Signal(burst_bits)         # burst_of(aw_room, wr_left)
         aw_fin = Signal()                   # wr_left == aw_len
+        aw_room = Signal(tp_bits)           # page_room(wr_dst)
         aw_ok, aw_last, wr_take = Signal(), Signal(), Signal()
         m.d.comb += [
             aw_ok.eq(wr_v & (~aw_valid | axi.awready) & (avail >= aw_len) & b_fifo.w_rdy
@@ -1090,13 +1112,15 @@ class GatherScatterDMA(wiring.Component):
         ndst = Signal(ADDR_BITS)
         nwl = Signal(beat_bits)
         m.d.comb += [ndst.eq(wr_dst + (aw_len << lbb)), nwl.eq(wr_left - aw_len)]
-        nwlen, nwfin = burst_len(ndst, nwl)
+        nwroom = next_room(aw_room)
+        nwlen, nwfin = burst_of(nwroom, nwl)
         rowout = data.View(row_layout, row_fifo.r_data)
-        wlen, wfin = burst_len(rowout.dst, rowout.beats)
+        wroom = page_room(rowout.dst)
+        wlen, wfin = burst_of(wroom, rowout.beats)
         with m.If(aw_ok):
             m.d.sync += [aw_valid.eq(1), axi.awaddr.eq(wr_dst), axi.awlen.eq(aw_len - 1)]
             m.d.sync += [wr_dst.eq(ndst), wr_left.eq(nwl), aw_len.eq(nwlen),
-                         aw_fin.eq(nwfin)]
+                         aw_fin.eq(nwfin), aw_room.eq(nwroom)]
             with m.If(aw_last):
                 m.d.sync += wr_v.eq(0)
         with m.Elif(axi.awready):
@@ -1104,7 +1128,7 @@ class GatherScatterDMA(wiring.Component):
         with m.If(wr_take):
             m.d.sync += [wr_v.eq(1), wr_dst.eq(rowout.dst), wr_left.eq(rowout.beats),
                          wr_kind.eq(rowout.kind), wr_bank.eq(rowout.bank), aw_len.eq(wlen),
-                         aw_fin.eq(wfin)]
+                         aw_fin.eq(wfin), aw_room.eq(wroom)]
 
         # W: buffer read (stage 1) -> W register (stage 2)
         s1_v, s1_last = Signal(), Signal()
