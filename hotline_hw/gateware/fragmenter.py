@@ -242,7 +242,11 @@ class MiniBatchFragmenter(wiring.Component):
         m.submodules.resf = resf = SyncFIFOBuffered(width=res_layout.size, depth=fifo_depth)
 
         p = self.lookups.payload
-        spos = Signal(range(msl + 1))        # lookups of the open sample (saturates at msl)
+        # room left in the open sample: max_sample_lookups minus its lookups so far (0 once
+        # past it). Lane i of a beat is past it iff the kept lanes before it number at least
+        # `sroom`: a small count against a register, no adder in the input path (8 lanes:
+        # keep -> prefix count -> + position -> compare was the deepest path of `tiny`).
+        sroom = Signal(range(msl + 1), init=msl)
         s_open = Signal()                    # the open sample has a key
         s_long = Signal()                    # ... and a lookup past msl
         b_open = Signal()                    # a mini-batch is open (a beat since `last`)
@@ -274,15 +278,14 @@ class MiniBatchFragmenter(wiring.Component):
             ``last_in`` (the flush beat when ``flush``)."""
             sfx = "_f" if flush else ""
             meta = Signal(meta_layout, name=f"meta{sfx}")
-            wide = bits_for(msl + L)
             excess, bads = [], []
             for i in range(L):
-                pos = Signal(wide, name=f"pos{i}{sfx}")
-                m.d.comb += pos.eq(spos + _popcount(keep[j] for j in range(i)))
+                before = Signal(range(L), name=f"before{i}{sfx}")   # kept lanes before lane i
+                m.d.comb += before.eq(_popcount(keep[j] for j in range(i)))
                 bad = Signal(name=f"bad{i}{sfx}")
                 m.d.comb += bad.eq(keep[i] & ((p.keys[i] >> cfg.row_bits) >= cfg.num_tables))
                 ex = Signal(name=f"excess{i}{sfx}")
-                m.d.comb += ex.eq(keep[i] & (pos >= msl))
+                m.d.comb += ex.eq(keep[i] & (before >= sroom))
                 excess.append(ex)
                 bads.append(bad)
                 m.d.comb += meta.ovf[i].eq(bad | ex)
@@ -317,7 +320,7 @@ class MiniBatchFragmenter(wiring.Component):
             nxt = {
                 "b_open": ~last_in,
                 "scount": Mux(last_in, 0, scount_next),
-                "spos": Mux(user_eff, 0, Mux(spos + cnt > msl, msl, spos + cnt)),
+                "sroom": Mux(user_eff, msl, Mux(cnt >= sroom, 0, sroom - cnt)),
                 "s_open": Mux(user_eff, 0, s_open | (keep != 0)),
                 "s_long": Mux(user_eff, 0, s_long | any_excess),
                 "sid": Mux(last_in, 0, Mux(user_eff, sid + 1, sid)),
@@ -337,7 +340,7 @@ class MiniBatchFragmenter(wiring.Component):
             self.cam_lookup_valid.eq(Mux(push, (1 << L) - 1, 0)),
             self.cam_lookup_keys.eq(p.keys),
         ]
-        state = {"b_open": b_open, "scount": scount, "spos": spos, "s_open": s_open,
+        state = {"b_open": b_open, "scount": scount, "sroom": sroom, "s_open": s_open,
                  "s_long": s_long, "sid": sid}
         with m.If(push):
             for name, reg in state.items():
