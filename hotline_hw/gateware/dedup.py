@@ -300,17 +300,13 @@ class DedupBank(Elaboratable):
         # an entry popped now loses its update (the fragmenter took it with a forwarded
         # index). An entry gains `resolved` a cycle later than the resolver finds it; the
         # resolver has moved past it by then.
-        u_en = Signal()
-        u_off = Signal(ceil_log2(geo.res_depth))
         u_val = Signal(geo.value_bits)
         m.d.sync += [
-            u_en.eq(upd & (~pop_en | (rptr >= pop))),
-            u_off.eq(Mux(pop_en, nxt[0][pop], rptr)),
+            res_q.upd_en.eq(upd & (~pop_en | (rptr >= pop))),
+            res_q.upd_off.eq(Mux(pop_en, nxt[0][pop], rptr)),
             u_val.eq(rvalue),
         ]
-        m.d.comb += [res_q.upd_en.eq(u_en), res_q.upd_off.eq(u_off),
-                     res_q.upd_data.eq(Cat(Const(0, rl["resolved"].offset), Const(1, 1),
-                                           u_val))]
+        m.d.comb += res_q.upd_data.eq(Cat(Const(0, rl["resolved"].offset), Const(1, 1), u_val))
         f_done, f_ram, f_known = [], [], []
         for k, ent in enumerate(res_q.entries):
             ek = data.View(rl, ent)
@@ -360,7 +356,7 @@ class DedupBank(Elaboratable):
         # --- mini-batch boundary -----------------------------------------------------------
         with m.If(self.batch_start):
             m.d.sync += [touched.eq(0), newcnt.eq(0), drained.eq(0), pushed.eq(0), rptr.eq(0),
-                         u_en.eq(0)]
+                         res_q.upd_en.eq(0)]
 
         m.d.comb += self.idle.eq((in_q.level == 0) & ~b1_valid & ~b2_valid & (res_q.level == 0)
                                  & (wq.level == 0))

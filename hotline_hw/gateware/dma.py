@@ -965,9 +965,7 @@ class GatherScatterDMA(wiring.Component):
             ``min(to_page, MB)`` long, so it ended at the boundary (a whole page follows) or
             ``MB`` beats before it. From the register ``to_page`` alone: no address adder
             in the chain that computes the next burst's length."""
-            nt = Signal(tp_bits)
-            m.d.comb += nt.eq(Mux(to_page <= MB, PB, to_page - MB))
-            return nt
+            return Mux(to_page <= MB, PB, (to_page - MB)[:tp_bits])
 
         # precomputed one cycle early (with rj_src/rj_left): the next AR's length and whether
         # it is the row's last, and the free buffer space, so that AR issue and `rd_take` use

@@ -277,15 +277,24 @@ class MiniBatchFragmenter(wiring.Component):
             """(meta word, next state, carries nothing) of the beat ``keep``/``user_in``/
             ``last_in`` (the flush beat when ``flush``)."""
             sfx = "_f" if flush else ""
+
+            def named(name, shape, value):
+                """``value`` through a named signal (the input beat's, for reading the
+                netlist); the flush beat's values stay expressions, which fold to
+                constants (a named signal would be left unused)."""
+                if flush:
+                    return value
+                sig = Signal(shape, name=name)
+                m.d.comb += sig.eq(value)
+                return sig
+
             meta = Signal(meta_layout, name=f"meta{sfx}")
             excess, bads = [], []
             for i in range(L):
-                before = Signal(range(L), name=f"before{i}{sfx}")   # kept lanes before lane i
-                m.d.comb += before.eq(_popcount(keep[j] for j in range(i)))
-                bad = Signal(name=f"bad{i}{sfx}")
-                m.d.comb += bad.eq(keep[i] & ((p.keys[i] >> cfg.row_bits) >= cfg.num_tables))
-                ex = Signal(name=f"excess{i}{sfx}")
-                m.d.comb += ex.eq(keep[i] & (before >= sroom))
+                before = _popcount(keep[j] for j in range(i))   # kept lanes before lane i
+                bad = named(f"bad{i}", 1,
+                            keep[i] & ((p.keys[i] >> cfg.row_bits) >= cfg.num_tables))
+                ex = named(f"excess{i}", 1, keep[i] & (before >= sroom))
                 excess.append(ex)
                 bads.append(bad)
                 m.d.comb += meta.ovf[i].eq(bad | ex)
@@ -296,12 +305,11 @@ class MiniBatchFragmenter(wiring.Component):
                     if geo.lset_bits:
                         m.d.comb += meta.lset[i].eq(dset[bb:])
             any_excess = Cat(*excess).any()
-            user_eff = Signal(name=f"user_eff{sfx}")
-            m.d.comb += user_eff.eq(user_in | (last_in & (s_open | (keep != 0))))
+            user_eff = named("user_eff", 1, user_in | (last_in & (s_open | (keep != 0))))
             ferr = Const(1, 1) if flush else (last_in & ~user_in & (s_open | (keep != 0)))
-            scount_next = Signal(sidb + 2, name=f"scount_next{sfx}")
             cap = (1 << sidb) + 1
-            m.d.comb += scount_next.eq(Mux(user_eff & (scount < cap), scount + 1, scount))
+            scount_next = named("scount_next", sidb + 2,
+                                Mux(user_eff & (scount < cap), scount + 1, scount))
             m.d.comb += [
                 meta.keys.eq(p.keys),
                 meta.keep.eq(keep),
