@@ -292,11 +292,11 @@ def _layout(cfg):
         _F("param_error", 5, 1, "status", "Parameter error", "A command found a run-time "
            "register out of range (ROW_BYTES, LEARN_PERIOD, ...).", None),
         _F("bad_key", 6, 1, "status", "Bad key", "A lookup named a table >= num_tables "
-           "since the last soft reset.", None),
+           "since the last soft reset or CLEAR_STATS.", None),
         _F("overflow", 7, 1, "status", "Overflow", "A lookup left as OVERFLOW since the last "
-           "soft reset.", None),
+           "soft reset or CLEAR_STATS.", None),
         _F("framing_error", 8, 1, "status", "Framing error", "The lookup stream broke the "
-           "framing since the last soft reset.", None),
+           "framing since the last soft reset or CLEAR_STATS.", None),
         _F("bank_pending", 16, cfg.staging_banks, "status", "Bank pending", "Bit b: staging "
            "bank b holds gathered rows waiting for SCATTER.", None),
         _F("gathers_done", 24, cfg.staging_banks, "status", "Gathers done", "Bit b: every "

@@ -118,6 +118,10 @@ class HotlineAccelerator(wiring.Component):
         m.submodules.registers = regs
         m.submodules.dma = dma
         m.submodules.popularity = pop = PopularityEngine(cfg)
+        # the fragmenter's (and the gather splitter's) reset: a register, set the cycle after a
+        # soft reset or a taken CLEAR_STATS (`frag_clear`), so that the net that fans out to
+        # every register of the unit starts at a flip-flop rather than at the command decode
+        frag_clear = Signal()
         frag_rst = Signal()
         frag = MiniBatchFragmenter(cfg, pop.LATENCY)
         m.submodules.fragmenter = ResetInserter(frag_rst)(frag)
@@ -228,7 +232,8 @@ class HotlineAccelerator(wiring.Component):
         soft = reg("CTRL", "soft_reset")
         cmd_done = Signal()
         cmd_error = Signal()
-        m.d.comb += [frag_rst.eq(0), dma.soft_reset.eq(soft)]
+        m.d.comb += [frag_clear.eq(0), dma.soft_reset.eq(soft)]
+        m.d.sync += frag_rst.eq(frag_clear)
         flush = Signal()
         m.d.comb += frag.flush.eq(flush)
         wait = Signal(2)                    # cycles to let a started unit raise its busy
@@ -281,7 +286,7 @@ class HotlineAccelerator(wiring.Component):
                             with m.If(mode == MODE["TRAIN"]):
                                 m.d.comb += cmd_error.eq(1)
                             with m.Else():
-                                m.d.comb += [frag_rst.eq(1), cmd_done.eq(1)]
+                                m.d.comb += [frag_clear.eq(1), cmd_done.eq(1)]
                         with m.Default():
                             m.d.comb += cmd_error.eq(1)
             with m.State("STOP"):
@@ -323,7 +328,7 @@ class HotlineAccelerator(wiring.Component):
                     m.next = "IDLE"
                 abort()
         with m.If(soft):
-            m.d.comb += frag_rst.eq(1)
+            m.d.comb += frag_clear.eq(1)
             m.d.sync += mode.eq(MODE["IDLE"])
         with m.If(cmd_stb & ~soft & ~ctl.ongoing("IDLE")):
             m.d.comb += cmd_error.eq(1)
@@ -377,10 +382,13 @@ class HotlineAccelerator(wiring.Component):
                                                           "framing_error")}
         events = {"cmd_error": cmd_error | dma.cmd_ignored, "bad_key": frag.ev_bad_key | dma.bad_key,
                   "overflow": frag.ev_overflow, "framing_error": frag.ev_framing}
+        # cleared with the unit that raises them: cmd_error by a soft reset, the others when
+        # the fragmenter is reset (the cycle after a soft reset or a CLEAR_STATS), so that an
+        # event from the fragmenter's last cycle before its reset does not survive the clear
         for n, sig in sticky.items():
             with m.If(events[n]):
                 m.d.sync += sig.eq(1)
-            with m.If(soft | ((cmd_stb & (cmd == CMD["CLEAR_STATS"])) & (n != "cmd_error"))):
+            with m.If(soft if n == "cmd_error" else frag_rst):
                 m.d.sync += sig.eq(0)
         dma_err_q = Signal()
         m.d.sync += dma_err_q.eq(dma.error)

@@ -2,7 +2,8 @@
 preset) in amaranth.sim, driven through its AXI4-Lite registers by ``hotline_hw.driver``:
 LEARN two mini-batches, INSTALL (CAM contents and the popular region), TRAIN two mini-batches
 (every output beat), a modelled GPU update of every row used, SCATTER both banks, EVICT; the
-whole memory behind ``m_axi`` must equal the golden model's prediction byte for byte."""
+whole memory behind ``m_axi`` must equal the golden model's prediction byte for byte.
+Then the resets: ``CLEAR_STATS`` and a soft reset in the middle of a mini-batch."""
 import random
 import sys
 from pathlib import Path
@@ -31,10 +32,81 @@ def copy_memory(mem):
     return out
 
 
+class TopHarness:
+    """The accelerator in amaranth.sim with a random-latency AXI memory (``hw_mem``), both
+    output streams sunk with random backpressure into :attr:`got` (decoded beats), and
+    :meth:`send_beats` to drive the lookup stream."""
+
+    def __init__(self, cfg, hw_mem, seed=1):
+        self.cfg, self.geo = cfg, stream_geometry(cfg)
+        self.dut = HotlineAccelerator(cfg)
+        self.rng = random.Random(seed)
+        self.axi_mem = AxiMemModel(self.dut.m_axi, hw_mem, cfg.bus_bytes, rng=self.rng,
+                                   latency=3, ready=0.8)
+        self.got = {"popular": [], "nonpopular": []}
+
+    def decode(self, tdata, tkeep, tuser, tlast):
+        cfg, geo = self.cfg, self.geo
+        sB, lB = geo["sid_bytes"], geo["lookup_bytes"]
+        vb = lB * 8 - 2
+        lk, keep = [], 0
+        for i in range(cfg.lanes):
+            v = (tdata >> (8 * (sB + lB * i))) & ((1 << (8 * lB)) - 1)
+            if (tkeep >> (sB + lB * i)) & 1:
+                keep |= 1 << i
+            lk.append((v & 3, (v >> 2) & ((1 << vb) - 1)))
+        return {"sample_id": tdata & ((1 << cfg.sample_id_bits) - 1), "lookups": lk,
+                "keep": keep, "user": tuser, "last": tlast}
+
+    def sink(self, name):
+        port = getattr(self.dut, f"m_axis_{name}")
+
+        async def process(ctx):
+            while True:
+                ctx.set(port.tready, self.rng.random() > 0.2)
+                _, _, v, r, d, k, u, last = await ctx.tick().sample(
+                    port.tvalid, port.tready, port.tdata, port.tkeep, port.tuser, port.tlast)
+                if v and r:
+                    self.got[name].append(self.decode(d, k, u, last))
+        return process
+
+    async def send_beats(self, ctx, beats):
+        s, kB = self.dut.s_axis_lookup, self.geo["key_bytes"]
+        for bt in beats:
+            data = sum(int(x) << (8 * kB * i) for i, x in enumerate(bt["keys"]))
+            keep = sum(((1 << kB) - 1) << (kB * i) for i in range(self.cfg.lanes)
+                       if (bt["keep"] >> i) & 1)
+            ctx.set(s.tdata, data)
+            ctx.set(s.tkeep, keep)
+            ctx.set(s.tuser, bt["user"])
+            ctx.set(s.tlast, bt["last"])
+            ctx.set(s.tvalid, 1)
+            await ctx.tick().until(s.tready)
+        ctx.set(s.tvalid, 0)
+
+    def driver(self, ctx):
+        async def rd(addr):
+            return (await axil_read(ctx, self.dut.s_axil, addr))[0]
+
+        async def wr(addr, value):
+            await axil_write(ctx, self.dut.s_axil, addr, value)
+
+        return AsyncHotlineDriver(rd, wr, self.cfg)
+
+    def run(self, main):
+        sim = Simulator(self.dut)
+        sim.add_clock(1e-8)
+        sim.add_testbench(self.axi_mem.run, background=True)
+        sim.add_testbench(self.sink("popular"), background=True)
+        sim.add_testbench(self.sink("nonpopular"), background=True)
+        sim.add_testbench(main)
+        sim.run()
+        assert not self.axi_mem.violations, self.axi_mem.violations
+
+
 def test_end_to_end_tiny():
     cfg = preset("tiny", lanes=2, staging_rows=16, dedup_sets=16, dedup_ways=2,
                  learn_threshold=1)
-    geo = stream_geometry(cfg)
     tr = synth.generate("tiny", batches=4, batch_size=8, seed=5, table_bits=cfg.table_bits)
     keys = tr.keys(cfg)
     loff, soff = tr.batch_lookup_offsets, tr.batch_sample_offsets
@@ -70,57 +142,11 @@ def test_end_to_end_tiny():
     model.evict()
     assert len(inst.keys) > 0 and any(len(r.gather_keys) for r in results)
 
-    dut = HotlineAccelerator(cfg)
-    rng = random.Random(1)
-    axi_mem = AxiMemModel(dut.m_axi, hw_mem, cfg.bus_bytes, rng=rng, latency=3, ready=0.8)
-    got = {"popular": [], "nonpopular": []}
-    kB, sB, lB = geo["key_bytes"], geo["sid_bytes"], geo["lookup_bytes"]
-    vb = lB * 8 - 2
-
-    def decode(tdata, tkeep, tuser, tlast):
-        lk, keep = [], 0
-        for i in range(cfg.lanes):
-            v = (tdata >> (8 * (sB + lB * i))) & ((1 << (8 * lB)) - 1)
-            if (tkeep >> (sB + lB * i)) & 1:
-                keep |= 1 << i
-            lk.append((v & 3, (v >> 2) & ((1 << vb) - 1)))
-        return {"sample_id": tdata & ((1 << cfg.sample_id_bits) - 1), "lookups": lk,
-                "keep": keep, "user": tuser, "last": tlast}
-
-    def sink(name):
-        port = getattr(dut, f"m_axis_{name}")
-
-        async def process(ctx):
-            while True:
-                ctx.set(port.tready, rng.random() > 0.2)
-                _, _, v, r, d, k, u, last = await ctx.tick().sample(
-                    port.tvalid, port.tready, port.tdata, port.tkeep, port.tuser, port.tlast)
-                if v and r:
-                    got[name].append(decode(d, k, u, last))
-        return process
-
-    async def send_beats(ctx, beats):
-        s = dut.s_axis_lookup
-        for bt in beats:
-            data = sum(int(x) << (8 * kB * i) for i, x in enumerate(bt["keys"]))
-            keep = sum(((1 << kB) - 1) << (kB * i) for i in range(cfg.lanes)
-                       if (bt["keep"] >> i) & 1)
-            ctx.set(s.tdata, data)
-            ctx.set(s.tkeep, keep)
-            ctx.set(s.tuser, bt["user"])
-            ctx.set(s.tlast, bt["last"])
-            ctx.set(s.tvalid, 1)
-            await ctx.tick().until(s.tready)
-        ctx.set(s.tvalid, 0)
+    h = TopHarness(cfg, hw_mem)
+    send_beats, got = h.send_beats, h.got
 
     async def main(ctx):
-        async def rd(addr):
-            return (await axil_read(ctx, dut.s_axil, addr))[0]
-
-        async def wr(addr, value):
-            await axil_write(ctx, dut.s_axil, addr, value)
-
-        drv = AsyncHotlineDriver(rd, wr, cfg)
+        drv = h.driver(ctx)
         await ctx.tick().repeat(30)
         await drv.check_id()
         await drv.configure(params)
@@ -166,17 +192,103 @@ def test_end_to_end_tiny():
             assert stats[n] == getattr(want, n), (n, stats[n], getattr(want, n))
         await ctx.tick().repeat(20)
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(axi_mem.run, background=True)
-    sim.add_testbench(sink("popular"), background=True)
-    sim.add_testbench(sink("nonpopular"), background=True)
-    sim.add_testbench(main)
-    sim.run()
+    h.run(main)
 
     want_p = [x for _, (p, _) in expected_out for x in p]
     want_n = [x for _, (_, n) in expected_out for x in n]
     assert got["popular"] == want_p
     assert got["nonpopular"] == want_n
-    assert not axi_mem.violations, axi_mem.violations
     assert hw_mem == gold_mem, hw_mem.diff(gold_mem)
+
+
+def test_clear_stats_and_soft_reset():
+    """CLEAR_STATS zeroes every statistic and the fragmenter's sticky status bits (not
+    ``cmd_error``); a soft reset in the middle of a mini-batch clears ``cmd_error`` too and
+    restarts the datapath, so that the next mini-batch is exactly what a fresh golden model
+    makes of it (sample ids and staging banks from 0, every output beat, the statistics)."""
+    cfg = preset("tiny", lanes=2, staging_rows=16, dedup_sets=16, dedup_ways=2)
+    tr = synth.generate("tiny", batches=3, batch_size=8, seed=6, table_bits=cfg.table_bits)
+    keys = tr.keys(cfg)
+    loff, soff = tr.batch_lookup_offsets, tr.batch_sample_offsets
+    params = layout(cfg, tr.cardinalities, base=0x10000)
+    hw_mem = SparseMemory()
+    fill_tables(hw_mem, cfg, params, tr.cardinalities, seed=1)
+    fresh = HotlineModel(cfg, params, copy_memory(hw_mem))
+    res = fresh.minibatch(keys[loff[2]:loff[3]], tr.sample_lengths[soff[2]:soff[3]], train=True)
+    beats = [frame_lookup_beats(tr.samples_of_batch(b, cfg), cfg.lanes) for b in range(3)]
+    want_p, want_n = output_beats(cfg, beats[2], res)
+    assert len(beats[0]) > 2 and len(beats[1]) > 2 and len(res.gather_keys) > 0
+    h = TopHarness(cfg, hw_mem, seed=2)
+    mark = {}
+
+    async def main(ctx):
+        drv = h.driver(ctx)
+
+        async def status():
+            return await drv.read_fields("STATUS")
+
+        async def until_idle():
+            for _ in range(5000):
+                st = await status()
+                if st["mode"] == 0 and not st["busy"]:
+                    return st
+            raise AssertionError(f"not idle: {st}")
+
+        await ctx.tick().repeat(30)
+        await drv.configure(params)
+        # mini-batch 0 without its last beat, then STOP: a framing error
+        await drv.train()
+        await h.send_beats(ctx, beats[0][:-1])
+        await drv.clear_stats()                 # not in TRAIN: cmd_error, nothing cleared
+        await drv.stop()
+        st = await until_idle()
+        assert st["framing_error"] and st["cmd_error"], st
+        stats = await drv.stats()
+        assert stats["framing_errors"] == 1 and stats["lookups"] > 0, stats
+        assert stats["minibatches"] >= 1, stats
+        await drv.clear_stats()
+        await ctx.tick().repeat(4)
+        st = await status()
+        assert not st["framing_error"] and st["cmd_error"], st
+        stats = await drv.stats()
+        for n in ("lookups", "hits", "popular_samples", "nonpopular_samples", "staged_rows",
+                  "framing_errors", "minibatches", "long_samples"):
+            assert stats[n] == 0, (n, stats)
+        # mini-batch 1 cut in the middle by a soft reset (no STOP), with the memory slow so
+        # that gather requests are held in the fragmenter, the splitter and the DMA
+        await drv.train()
+        h.axi_mem.ready = 0.02
+        await h.send_beats(ctx, beats[1][:-1])
+        assert (await status())["busy"]          # the mini-batch is open
+        await drv.soft_reset()
+        h.axi_mem.ready = 0.8
+        st = await until_idle()
+        assert not st["cmd_error"] and not st["framing_error"], st
+        stats = await drv.stats()
+        assert stats["lookups"] == stats["rows_gathered"] == 0, stats
+        await ctx.tick().repeat(50)
+        mark["popular"], mark["nonpopular"] = len(h.got["popular"]), len(h.got["nonpopular"])
+        # mini-batch 2 from a clean start
+        await drv.train()
+        await h.send_beats(ctx, beats[2])
+        await drv.stop()
+        for _ in range(5000):
+            if (await drv.read_field("STATUS", "mode")) == 0:
+                break
+        st = await status()
+        assert not (st["cmd_error"] or st["framing_error"]), st
+        for _ in range(2000):                    # bank 0's gathers done
+            if (await drv.read_field("STATUS", "gathers_done")) & 1:
+                break
+            await ctx.tick().repeat(5)
+        assert st["overflow"] == (fresh.totals.overflows > 0), st
+        stats = await drv.stats()
+        for n in ("lookups", "hits", "staged_rows", "popular_samples", "nonpopular_samples",
+                  "overflows", "staging_full", "dedup_full", "minibatches"):
+            assert stats[n] == getattr(fresh.totals, n), (n, stats[n], getattr(fresh.totals, n))
+        assert stats["rows_gathered"] == fresh.totals.staged_rows, stats
+        await ctx.tick().repeat(20)
+
+    h.run(main)
+    assert h.got["popular"][mark["popular"]:] == want_p
+    assert h.got["nonpopular"][mark["nonpopular"]:] == want_n
