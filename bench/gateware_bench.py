@@ -182,7 +182,8 @@ def main():
     u = preset("ulx3s")
     inst = install_cycles(u, 50_000 if args.quick else 200_000)
     L, S, W = 1 << u.counter_bits, u.counter_sets, u.counter_ways
-    inst["formula_bound"] = 2 * L + max(L, u.cam_sets) + 2 * S * (W + 4) + inst["candidates"] * 12
+    inst["formula_bound"] = (max(L, u.cam_sets) + 2 * S * (W + 4) + (L + 4)
+                             + inst["candidates"] * 12)
     res["install_ulx3s"] = inst
     res["generate_terabyte"] = generation_times(preset("terabyte"))
     res["verilator_build_ulx3s_s"] = verilator_build_seconds(u)

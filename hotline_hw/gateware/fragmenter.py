@@ -458,9 +458,15 @@ class MiniBatchFragmenter(wiring.Component):
                           & ~beatf.r_rdy & ~rp_valid),
             all_idle.eq(dedup_idle & retire_idle),
         ]
+        # `dedup_idle` a cycle late, from a register: the start pulse (which clears every
+        # bank's `touched` bits) then starts at flip-flops, not at the beat FIFO's level adder.
+        # Sound because nothing enters the banks but a dispatch: idle at t with no dispatch at
+        # t means idle at t + 1 (the first beat of a mini-batch waits one cycle longer).
+        was_idle = Signal()
+        m.d.sync += was_idle.eq(dedup_idle & ~dispatch)
         started = Signal()
         start_now = Signal()
-        m.d.comb += start_now.eq(d0_valid & dm.first & ~started & dedup_idle)
+        m.d.comb += start_now.eq(d0_valid & dm.first & ~started & was_idle)
         for bk in banks:
             m.d.comb += bk.batch_start.eq(start_now)
         with m.If(start_now):
@@ -753,21 +759,25 @@ class MiniBatchFragmenter(wiring.Component):
                                          cfg.staging_rows, scount_st + n_new))
 
         # ---- statistics ----------------------------------------------------------------
+        # per retired beat: a count, or (`lane_bits`) one bit per lane, counted a cycle later
+        # so that no popcount follows the assign stage's tags
         per_beat = {
-            "lookups": _popcount(rkind[i] != K_NONE for i in range(L)),
-            "hits": _popcount(rkind[i] == K_HIT for i in range(L)),
+            "lookups": Cat(*[rkind[i] != K_NONE for i in range(L)]),
+            "hits": Cat(*[rkind[i] == K_HIT for i in range(L)]),
             "popular_samples": Const(0, 1),       # counted when emitted, below
             "nonpopular_samples": Const(0, 1),
-            "staged_rows": _popcount(staged),
-            "overflows": _popcount(tag[i] == TAG_OVERFLOW for i in range(L)),
+            "staged_rows": Cat(*staged),
+            "overflows": Cat(*[tag[i] == TAG_OVERFLOW for i in range(L)]),
             "bad_keys": Mux(retire, rb.bad_n, 0),   # (a cell: the addition reads a temporary)
             "long_samples": rb.long_end,
-            "staging_full": _popcount(sfull),
-            "dedup_full": _popcount(dfull),
+            "staging_full": Cat(*sfull),
+            "dedup_full": Cat(*dfull),
             "id_wraps": rb.idwrap,
             "framing_errors": rb.ferr,
             "minibatches": Const(0, 1),
         }
+        lane_bits = ("lookups", "hits", "staged_rows", "overflows", "staging_full",
+                     "dedup_full")
         # Retire-side figures of a mini-batch are complete when its last beat retires: they
         # move to `pend_*` then, and the next mini-batch may retire while the emitter still
         # sends this one's beats. Its sample counts are complete at its terminator
@@ -786,10 +796,11 @@ class MiniBatchFragmenter(wiring.Component):
             m.d.sync += st[n].eq(per_beat[n])
         with m.If(st_valid):
             for n in retire_side:
+                inc = _popcount(st[n][i] for i in range(L)) if n in lane_bits else st[n]
                 with m.If(st_last):
-                    m.d.sync += [pend[n].eq(batch[n] + st[n]), batch[n].eq(0)]
+                    m.d.sync += [pend[n].eq(batch[n] + inc), batch[n].eq(0)]
                 with m.Else():
-                    m.d.sync += batch[n].eq(batch[n] + st[n])
+                    m.d.sync += batch[n].eq(batch[n] + inc)
         with m.If(retire):
             with m.If(rb.last):
                 m.d.sync += [pend_valid.eq(1), scount_st.eq(0), sbank.eq(sbank + 1)]
@@ -813,9 +824,10 @@ class MiniBatchFragmenter(wiring.Component):
                     m.d.sync += [tot.eq(tot + pend[n]), lst.eq(pend[n])]
         m.d.comb += [
             self.ev_minibatch.eq(do_term),
-            self.ev_bad_key.eq(retire & (rb.bad_n != 0)),
-            self.ev_overflow.eq(retire & (Cat(*sfull).any() | Cat(*dfull).any())),
-            self.ev_framing.eq(retire & rb.ferr),
+            # the events of a retired beat, from its registered figures (a cycle after retire)
+            self.ev_bad_key.eq(st_valid & (st["bad_keys"] != 0)),
+            self.ev_overflow.eq(st_valid & (st["staging_full"].any() | st["dedup_full"].any())),
+            self.ev_framing.eq(st_valid & st["framing_errors"]),
             self.busy.eq(b_open | (metaf.level != 0) | d0_valid | ~all_idle | (outp.level != 0)
                          | (outn.level != 0) | (gathf.level != 0)),
             self.gather_busy.eq(b_open | (metaf.level != 0) | d0_valid | ~dedup_idle

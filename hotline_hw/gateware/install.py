@@ -13,7 +13,7 @@ phase      work                                                  cycles
 =========  ====================================================  ============================
 CLEAR      zero the histogram (and the hash CAM's set fill)      ``max(2**counter_bits, cam_sets)``
 HIST       read every set, count candidates per count value      ``sets * (ways + r)``
-PREFIX     histogram -> start offset of each count value,         ``2**counter_bits``
+PREFIX     histogram -> start offset of each count value,         ``<= 2**counter_bits + 4``
            highest count first
 SCATTER    read every set again, write each candidate's          ``sets * (ways + r)``
            (set, way) to ``sorted[offset[count]++]``
@@ -24,8 +24,9 @@ WALK       per candidate in sorted order: read its set, take     ``<= candidates
 ``r`` is the round trip of a counter-array read (request to response, a few cycles). So an
 install takes about ``2**(counter_bits + 1) + 2 * sets * (ways + r) + candidates * (r + 8)``
 cycles. Measured (``bench/gateware_bench.py``) for the ``ulx3s`` preset (4096 sets x 4 ways,
-12-bit counters) after learning a Criteo Kaggle trace: 144,868 cycles for 9,375 candidates
-(4,095 rows installed), about 1.4 ms at 100 MHz. The engine needs a ``2**counter_bits``-entry
+12-bit counters) after learning a Criteo Kaggle-like trace of 200,000 lookups: 140,780
+cycles for 16,379 candidates (4,096 rows installed; 144,868 before PREFIX was pipelined),
+about 1.4 ms at 100 MHz. The engine needs a ``2**counter_bits``-entry
 histogram and a ``sets * ways``-entry array of (set, way) positions.
 
 The CAM must be empty when the engine starts (the top evicts and clears it first).
@@ -34,9 +35,11 @@ Timing (paths of at most ~9 LUT levels on ``ulx3s``, ``bench/unit_area.py --dept
 selects of wide multiplexers are registers, and memory read addresses are registers (or,
 for the fill memory, the hash of one). The sweep shifts the set's (valid, count) pairs
 through a register so that the way under test is always entry 0; its candidate test is
-registered with the histogram's read address (``inc0_*``), and the histogram's
-read-modify-write forwards its own last write (``inc1_fwd``, from a compare of two address
-registers) instead of relying on a transparent read port. The walk selects the
+registered with the histogram's read address (``inc0_*``). The histogram's
+read-modify-write is a 3-stage pipeline (address, registered read data, write back) that
+forwards its own last two writes (``fwd1``, ``fwd2``, compares of address registers) instead
+of relying on a transparent read port, so the block RAM's output feeds only a register;
+PREFIX runs through the same pipeline at one level per cycle. The walk selects the
 candidate's key with a one-hot way register (``pos_sel``), and a fill word carries a
 ``full`` bit so that the skip decision is one bit of the memory's output. No
 variable-index ``ArrayLayout`` access is left: Yosys builds one as a shifter (a multiplier
@@ -103,7 +106,8 @@ class InstallEngine(wiring.Component):
     Latency
     -------
     See the module docstring: about ``2**(counter_bits+1) + 2*sets*(ways+r) +
-    candidates*(r+8)`` cycles per install.
+    candidates*(r+8)`` cycles per install (the CLEAR and PREFIX phases take
+    ``2**counter_bits`` cycles each).
     """
 
     def __init__(self, cfg):
@@ -133,7 +137,7 @@ class InstallEngine(wiring.Component):
         levels = 1 << cfg.counter_bits
 
         # Neither memory needs a transparent read port: the histogram's read-modify-write
-        # forwards its own last write (inc1_fwd below), and a fill word is written in
+        # forwards its own last two writes (fwd1, fwd2 below), and a fill word is written in
         # FILL_DECIDE and read again no earlier than the next candidate's FILL_READ.
         m.submodules.hist = hist = memory.Memory(shape=self.n_bits, depth=levels, init=[])
         h_wr = hist.write_port()
@@ -159,7 +163,6 @@ class InstallEngine(wiring.Component):
         ways_buf = Signal(data.ArrayLayout(data.StructLayout(
             {"valid": 1, "count": cfg.counter_bits}), W))
         level = Signal(cfg.counter_bits + 1)
-        running = Signal(self.n_bits)
         total = Signal(self.n_bits)
         walk_i = Signal(self.n_bits)
         key = Signal(cfg.key_bits)
@@ -168,35 +171,62 @@ class InstallEngine(wiring.Component):
         slot = Signal(cfg.slot_bits)
         clr = Signal(max(levels, cfg.cam_sets if hashed else 1).bit_length() + 1)
 
-        # RMW pipeline on the histogram, fed by registers only: stage 0 (inc0_*, set by the
-        # WAYS state) presents its address to the read port, stage 1 (inc1_*) writes old + 1.
-        # The read port is not transparent: when stage 0 reads the address stage 1 writes in
-        # the same cycle, inc1_fwd (computed from the two address registers) makes stage 1
-        # take the value written last (h_last) instead of the memory's.
+        # The histogram pipeline, fed by registers only. Stage 0 (inc0_*, set by the WAYS or
+        # the PREFIX state) presents its address to the read port; stage 1 (inc1_*) registers
+        # the word read (d1); stage 2 (inc2_*) writes it back: old + 1 (HIST, SCATTER) or the
+        # running offset (PREFIX, which adds old to it). The read port is not transparent and
+        # a word is read two cycles before it is written back, so stage 2 takes the value of
+        # the last write (h_last, flag fwd1) or the one before (h_last2, fwd2) to the same
+        # address instead of d1; both flags are compares of address registers made in stage 1.
+        # No memory output reaches logic: the RAM's data goes straight into d1.
         inc0_valid = Signal()
-        inc0_addr = Signal(cfg.counter_bits)  # also the PREFIX read address
+        inc0_addr = Signal(cfg.counter_bits)
         inc0_pos = Signal(max(1, self.pos_bits))
         inc1_valid = Signal()
         inc1_addr = Signal(cfg.counter_bits)
         inc1_pos = Signal(max(1, self.pos_bits))
-        inc1_fwd = Signal()
-        h_last = Signal(self.n_bits)
+        inc1_last = Signal()                 # PREFIX: the lowest level (the threshold's)
+        inc2_valid = Signal()
+        inc2_addr = Signal(cfg.counter_bits)
+        inc2_pos = Signal(max(1, self.pos_bits))
+        inc2_last = Signal()
+        inc3_valid = Signal()                # the write of the cycle before (for fwd2)
+        inc3_addr = Signal(cfg.counter_bits)
+        inc0_last = Signal()
+        d1 = Signal(self.n_bits)
+        fwd1, fwd2 = Signal(), Signal()
+        h_last = Signal(self.n_bits)         # the value written last (by stage 2)
+        h_last2 = Signal(self.n_bits)        # ... and the one before
         h_old = Signal(self.n_bits)
-        scatter_mode = Signal()
+        phase = Signal(2)                    # what stage 2 does: HIST / PREFIX / SCATTER
+        P_HIST, P_PREFIX, P_SCATTER = 0, 1, 2
+        running = Signal(self.n_bits)
+        prefix_done = Signal()               # stage 2 wrote the lowest PREFIX level
+        h_new = Mux(phase == P_PREFIX, running, h_old + 1)[:self.n_bits]    # written back
         m.d.sync += [
             inc1_valid.eq(inc0_valid), inc1_addr.eq(inc0_addr), inc1_pos.eq(inc0_pos),
-            inc1_fwd.eq(inc0_valid & inc1_valid & (inc0_addr == inc1_addr)),
-            h_last.eq(h_old + 1),
+            inc1_last.eq(inc0_last),
+            inc2_valid.eq(inc1_valid), inc2_addr.eq(inc1_addr), inc2_pos.eq(inc1_pos),
+            inc2_last.eq(inc1_last),
+            inc3_valid.eq(inc2_valid), inc3_addr.eq(inc2_addr),
+            d1.eq(h_rd.data),
+            fwd1.eq(inc1_valid & inc2_valid & (inc1_addr == inc2_addr)),
+            fwd2.eq(inc1_valid & inc3_valid & (inc1_addr == inc3_addr)),
+            h_last.eq(h_new), h_last2.eq(h_last),
         ]
-        m.d.sync += inc0_valid.eq(0)
+        m.d.sync += [inc0_valid.eq(0), inc0_last.eq(0), prefix_done.eq(0)]
         m.d.comb += [
             h_rd.en.eq(1), h_rd.addr.eq(inc0_addr),
-            h_old.eq(Mux(inc1_fwd, h_last, h_rd.data)),
+            h_old.eq(Mux(fwd1, h_last, Mux(fwd2, h_last2, d1))),
         ]
-        with m.If(inc1_valid):
-            m.d.comb += [h_wr.addr.eq(inc1_addr), h_wr.data.eq(h_old + 1), h_wr.en.eq(1)]
-            with m.If(scatter_mode):
-                m.d.comb += [s_wr.addr.eq(h_old), s_wr.data.eq(inc1_pos), s_wr.en.eq(1)]
+        with m.If(inc2_valid):
+            m.d.comb += [h_wr.addr.eq(inc2_addr), h_wr.data.eq(h_new), h_wr.en.eq(1)]
+            with m.If(phase == P_SCATTER):
+                m.d.comb += [s_wr.addr.eq(h_old), s_wr.data.eq(inc2_pos), s_wr.en.eq(1)]
+            with m.If(phase == P_PREFIX):
+                m.d.sync += [running.eq(running + h_old), prefix_done.eq(inc2_last)]
+        rmw_idle = Signal()
+        m.d.comb += rmw_idle.eq(~inc0_valid & ~inc1_valid & ~inc2_valid)
 
         # WALK: the sorted array is read at walk_i and, for a hash CAM, the fill memory at
         # the key's set, every cycle (each state reads them only when its address is settled)
@@ -255,10 +285,10 @@ class InstallEngine(wiring.Component):
                     m.d.comb += [f_wr.addr.eq(clr), f_wr.data.eq(0), f_wr.en.eq(clr < cfg.cam_sets)]
                 m.d.sync += clr.eq(clr + 1)
                 with m.If(clr == max(levels, cfg.cam_sets if hashed else 1) - 1):
-                    m.d.sync += [set_idx.eq(0), scatter_mode.eq(0)]
+                    m.d.sync += [set_idx.eq(0), phase.eq(P_HIST)]
                     m.next = "READ_SET"
 
-            # HIST and SCATTER share the sweep over the sets (scatter_mode tells them apart)
+            # HIST and SCATTER share the sweep over the sets (`phase` tells them apart)
             with m.State("READ_SET"):
                 m.d.comb += [self.counter_req.valid.eq(1), self.counter_req.payload.eq(set_idx)]
                 with m.If(self.counter_req.ready):
@@ -292,29 +322,28 @@ class InstallEngine(wiring.Component):
                     m.d.sync += [ways_buf[w].eq(ways_buf[w + 1]) for w in range(W - 1)]
 
             with m.State("SWEEP_DONE"):
-                with m.If(~inc0_valid & ~inc1_valid):    # let the last increment land
-                    with m.If(scatter_mode):
+                with m.If(rmw_idle):            # let the last increment land
+                    with m.If(phase == P_SCATTER):
                         m.d.sync += walk_i.eq(0)
                         m.next = "WALK_READ"
                     with m.Else():
-                        m.d.sync += [level.eq(levels - 1), inc0_addr.eq(levels - 1),
-                                     running.eq(0)]
-                        m.next = "PREFIX_READ"
+                        m.d.sync += [level.eq(levels - 1), running.eq(0), phase.eq(P_PREFIX)]
+                        m.next = "PREFIX"
 
             # PREFIX: from the highest count down to the threshold, hist[c] := start offset
-            with m.State("PREFIX_READ"):          # (inc0_addr == level: the read address)
-                m.next = "PREFIX_WRITE"
+            # (one level per cycle through the pipeline; the levels are distinct addresses)
+            with m.State("PREFIX"):
+                last = (level == eff_thr) | (level == 0)
+                m.d.sync += [inc0_valid.eq(1), inc0_addr.eq(level), inc0_last.eq(last),
+                             level.eq(level - 1)]
+                with m.If(last):
+                    m.next = "PREFIX_DONE"
 
-            with m.State("PREFIX_WRITE"):
-                m.d.comb += [h_wr.addr.eq(level), h_wr.data.eq(running), h_wr.en.eq(1)]
-                m.d.sync += running.eq(running + h_rd.data)
-                with m.If((level == eff_thr) | (level == 0)):
-                    m.d.sync += [total.eq(running + h_rd.data), self.candidates.eq(running + h_rd.data),
-                                 set_idx.eq(0), scatter_mode.eq(1)]
+            with m.State("PREFIX_DONE"):
+                with m.If(prefix_done):         # (running now holds every count's total)
+                    m.d.sync += [total.eq(running), self.candidates.eq(running),
+                                 set_idx.eq(0), phase.eq(P_SCATTER)]
                     m.next = "READ_SET"
-                with m.Else():
-                    m.d.sync += [level.eq(level - 1), inc0_addr.eq(level - 1)]
-                    m.next = "PREFIX_READ"
 
             # WALK: candidates in sorted order until the CAM is full
             with m.State("WALK_READ"):
