@@ -109,10 +109,10 @@ class RegisterBlock(wiring.Component):
 
     Latency
     -------
-    - Read: ``arready`` is high while no read response is pending; the cycle after the
-      ``AR`` handshake ``rvalid`` rises with the data, sampled in the handshake cycle (so
-      ``In`` ports are read as they were then). One read per two cycles with ``rready``
-      held high.
+    - Read: ``arready`` is high while no read is in progress; the cycle after the ``AR``
+      handshake the address is registered, the next cycle ``rvalid`` rises with the data,
+      sampled the cycle after the handshake (so ``In`` ports are read as they were then).
+      One read per three cycles with ``rready`` held high.
     - Write: ``AW`` and ``W`` are taken independently (``awready``/``wready`` high while
       the respective holding register is empty); the cycle after both are held the write
       commits, and the next cycle ``bvalid`` rises while the new values and the strobes are
@@ -266,12 +266,19 @@ class RegisterBlock(wiring.Component):
                     m.d.sync += store[(role.reg, role.field)].eq(1)
 
         # --- read channel ----------------------------------------------------------------
-        m.d.comb += bus.arready.eq(~bus.rvalid)
+        # two stages: the AR handshake registers the address (ar_full), the next cycle the
+        # read multiplexer (every readable field of the block) loads rdata from that register,
+        # so the bus's address never reaches the multiplexer in the cycle it arrives
+        ar_full = Signal()
+        ar_addr = Signal(len(bus.araddr[word]))
+        m.d.comb += bus.arready.eq(~ar_full & ~bus.rvalid)
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
         with m.If(bus.arvalid & bus.arready):
-            m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(SLVERR)]
-            with m.Switch(bus.araddr[word]):
+            m.d.sync += [ar_full.eq(1), ar_addr.eq(bus.araddr[word])]
+        with m.If(ar_full):
+            m.d.sync += [ar_full.eq(0), bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(SLVERR)]
+            with m.Switch(ar_addr):
                 for reg in rm:
                     with m.Case(reg.offset >> 2):
                         m.d.sync += [bus.rresp.eq(OKAY),

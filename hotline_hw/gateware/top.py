@@ -227,9 +227,13 @@ class HotlineAccelerator(wiring.Component):
                          pop.host_read_resp.ready.eq(cam_rd_resp_host)]
 
         # ---- control ---------------------------------------------------------------------------
-        cmd_stb = regs.strobe("CTRL", "cmd")
-        cmd = reg("CTRL", "cmd")
+        # a command is taken the cycle after its CTRL write (from a register), unless that
+        # write also pulsed soft_reset; CTRL (cmd, bank, clear) keeps its value meanwhile, as
+        # the next register write commits two cycles later at the earliest
         soft = reg("CTRL", "soft_reset")
+        cmd_stb = Signal()
+        m.d.sync += cmd_stb.eq(regs.strobe("CTRL", "cmd") & ~soft)
+        cmd = reg("CTRL", "cmd")
         cmd_done = Signal()
         cmd_error = Signal()
         m.d.comb += [frag_clear.eq(0), dma.soft_reset.eq(soft)]
@@ -245,7 +249,7 @@ class HotlineAccelerator(wiring.Component):
 
         with m.FSM(name="ctl") as ctl:
             with m.State("IDLE"):
-                with m.If(cmd_stb & ~soft):
+                with m.If(cmd_stb):
                     with m.Switch(cmd):
                         with m.Case(CMD["NOP"]):
                             pass
@@ -330,7 +334,7 @@ class HotlineAccelerator(wiring.Component):
         with m.If(soft):
             m.d.comb += frag_clear.eq(1)
             m.d.sync += mode.eq(MODE["IDLE"])
-        with m.If(cmd_stb & ~soft & ~ctl.ongoing("IDLE")):
+        with m.If(cmd_stb & ~ctl.ongoing("IDLE")):
             m.d.comb += cmd_error.eq(1)
 
         # ---- CAM access registers -------------------------------------------------------------

@@ -316,8 +316,8 @@ def test_unmapped_addresses(name):
 
 
 def test_latency():
-    """Read: rvalid the cycle after the AR handshake; write: bvalid two cycles after the
-    AW+W handshake; both channels at one transaction per two cycles."""
+    """Read: rvalid two cycles after the AR handshake (one read per three cycles); write:
+    bvalid two cycles after the AW+W handshake (one write per two cycles)."""
     dut = block("tiny")
     bus = dut.s_axil
     off = dut.regmap.reg("ROW_STRIDE").offset
@@ -329,7 +329,10 @@ def test_latency():
         assert ctx.get(bus.arready)
         await ctx.tick()                            # AR handshake
         ctx.set(bus.arvalid, 0)
+        assert not ctx.get(bus.rvalid) and not ctx.get(bus.arready)   # address registered
+        await ctx.tick()
         assert ctx.get(bus.rvalid) and not ctx.get(bus.arready)
+        assert ctx.get(bus.rresp) == 0                                # OKAY
         await ctx.tick()                            # R handshake
         assert not ctx.get(bus.rvalid) and ctx.get(bus.arready)
         ctx.set(bus.awaddr, off)
