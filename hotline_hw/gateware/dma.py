@@ -618,9 +618,9 @@ class GatherScatterDMA(wiring.Component):
 
         # --- sources ----------------------------------------------------------------------------
         # replay FSM
-        # read (state 1), register the log word and link (state 2), then act on them: the
-        # block RAMs' read data only reaches a register
-        rp_state = Signal(range(3))       # 0 idle, 1 read, 2 data
+        # pick a queue (state 0), read its head (1), register the log word and link (2), then
+        # act on them (3): the block RAMs' read data only reaches a register
+        rp_state = Signal(range(4))       # 0 idle, 1 read, 2 data, 3 act
         rp_busy_state = Signal()
         m.d.comb += rp_busy_state.eq(rp_state != 0)
         rp_q = Signal(bank_bits)
@@ -639,14 +639,19 @@ class GatherScatterDMA(wiring.Component):
         g_replay = Signal()
         with m.Switch(rp_state):
             with m.Case(0):
+                # pick the queue; its head is read next cycle from the register rp_pos, so
+                # the pick does not drive the memories' read address (the head cannot move
+                # meanwhile: only this FSM pops, and an append to a non-empty queue keeps it)
                 with m.If(replayable.any() & front_ok):
                     q = _lowest(replayable, B)
-                    m.d.comb += [log_rp.addr.eq(qhead[q]), log_rp.en.eq(1),
-                                 link_rp.addr.eq(qhead[q]), link_rp.en.eq(1)]
                     m.d.sync += [rp_state.eq(1), rp_q.eq(q), rp_pos.eq(qhead[q])]
             with m.Case(1):
-                m.d.sync += [rp_word.eq(log_rp.data), rp_link.eq(link_rp.data), rp_state.eq(2)]
+                m.d.comb += [log_rp.addr.eq(rp_pos), log_rp.en.eq(1),
+                             link_rp.addr.eq(rp_pos), link_rp.en.eq(1)]
+                m.d.sync += rp_state.eq(2)
             with m.Case(2):
+                m.d.sync += [rp_word.eq(log_rp.data), rp_link.eq(link_rp.data), rp_state.eq(3)]
+            with m.Case(3):
                 with m.If(front_ok):
                     with m.If(rp_rest.any()):
                         m.d.comb += [app_en.eq(1), app_q.eq(_lowest(rp_rest, B)),
