@@ -588,8 +588,14 @@ class GatherScatterDMA(wiring.Component):
         with m.If(j1_v & j1_bad):
             m.d.sync += self.bad_key.eq(1)
         j2_kind, j2_bank = Signal(2), Signal(bank_bits)
-        j2_tbase, j2_hprod, j2_nbase, j2_nprod = (Signal(ADDR_BITS, name=n) for n in
-                                                  ("j2_tbase", "j2_hprod", "j2_nbase", "j2_nprod"))
+        j2_tbase, j2_nbase, j2_nprod = (Signal(ADDR_BITS, name=n) for n in
+                                        ("j2_tbase", "j2_nbase", "j2_nprod"))
+        # row * row_stride as two registered partial products (the stride's 16-bit halves),
+        # added in J3 with the table base: each is one 18x18 multiplier for rows of up to 18
+        # bits, so no adder follows a multiplier before a register
+        # (full-width registers: their constant upper bits cost nothing after synthesis)
+        j2_hlo = Signal(ADDR_BITS)
+        j2_hhi = Signal(ADDR_BITS - 16)
         j3_kind, j3_bank = Signal(2), Signal(bank_bits)
         j3_src, j3_dst = Signal(ADDR_BITS), Signal(ADDR_BITS)
         tbases = Array(self.table_base)
@@ -601,13 +607,14 @@ class GatherScatterDMA(wiring.Component):
                 j2_v.eq(j1_live), j2_kind.eq(j1_kind), j2_bank.eq(j1_bank),
                 j2_tbase.eq(tbases[j1_key[cfg.row_bits:]] if cfg.num_tables > 1
                             else self.table_base[0]),
-                j2_hprod.eq(j1_key[:cfg.row_bits] * self.row_stride),
+                j2_hlo.eq(j1_key[:cfg.row_bits] * self.row_stride[:16]),
+                j2_hhi.eq(j1_key[:cfg.row_bits] * self.row_stride[16:]),
                 j2_nbase.eq(Mux((j1_kind == KIND_PLACE) | (j1_kind == KIND_EVICT),
                                 self.popular_base, sbases[j1_bank])),
                 j2_nprod.eq(j1_n * self.row_bytes),
                 j3_v.eq(j2_v), j3_kind.eq(j2_kind), j3_bank.eq(j2_bank),
             ]
-            host = (j2_tbase + j2_hprod)[:ADDR_BITS]
+            host = ((j2_tbase + j2_hlo)[:ADDR_BITS] + Cat(Const(0, 16), j2_hhi))[:ADDR_BITS]
             other = (j2_nbase + j2_nprod)[:ADDR_BITS]
             to_host = (j2_kind == KIND_SCATTER) | (j2_kind == KIND_EVICT)
             m.d.sync += [j3_src.eq(Mux(to_host, other, host)),

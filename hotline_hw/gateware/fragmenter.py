@@ -614,10 +614,12 @@ class MiniBatchFragmenter(wiring.Component):
         rmiss = [rkind[i] == K_MISS for i in range(L)]
         res = rp_res
         scount_st = Signal(ib + 1)           # staging indices given in this mini-batch
-        # room[k]: the mini-batch's staging bank has room for k + 1 more rows
-        room = [Signal(name=f"r_room{k}") for k in range(L)]
+        scount_nx = Signal(ib + 1)           # ... after this cycle
+        # room[k]: the mini-batch's staging bank has room for k + 1 more rows (registers,
+        # loaded with scount_st's next value, so no compare follows scount_st)
+        room = [Signal(name=f"r_room{k}", init=int(cfg.staging_rows > k)) for k in range(L)]
         for k in range(L):
-            m.d.comb += room[k].eq(scount_st < cfg.staging_rows - k
+            m.d.sync += room[k].eq(scount_nx < cfg.staging_rows - k
                                    if cfg.staging_rows > k else 0)
         new = [rp_new[i] for i in range(L)]
         idx = [Signal(bits_for(cfg.staging_rows + L), name=f"r_idx{i}") for i in range(L)]
@@ -754,9 +756,14 @@ class MiniBatchFragmenter(wiring.Component):
                      gathf.w_en.eq(retire & (g_keep != 0)), gathf.w_data.eq(gb)]
 
         n_new = _popcount(new)
+        m.d.comb += scount_nx.eq(scount_st)
         with m.If(retire):
-            m.d.sync += scount_st.eq(Mux(scount_st + n_new > cfg.staging_rows,
-                                         cfg.staging_rows, scount_st + n_new))
+            with m.If(rb.last):
+                m.d.comb += scount_nx.eq(0)
+            with m.Else():
+                m.d.comb += scount_nx.eq(Mux(scount_st + n_new > cfg.staging_rows,
+                                             cfg.staging_rows, scount_st + n_new))
+        m.d.sync += scount_st.eq(scount_nx)
 
         # ---- statistics ----------------------------------------------------------------
         # per retired beat: a count, or (`lane_bits`) one bit per lane, counted a cycle later
@@ -803,7 +810,7 @@ class MiniBatchFragmenter(wiring.Component):
                     m.d.sync += batch[n].eq(batch[n] + inc)
         with m.If(retire):
             with m.If(rb.last):
-                m.d.sync += [pend_valid.eq(1), scount_st.eq(0), sbank.eq(sbank + 1)]
+                m.d.sync += [pend_valid.eq(1), sbank.eq(sbank + 1)]
                 if cfg.staging_banks == 1:
                     m.d.sync += sbank.eq(0)
         with m.If(emit & eb.beat.user):

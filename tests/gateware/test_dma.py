@@ -361,6 +361,24 @@ def test_hazard_deferred_gather_sees_scattered_value():
     assert st["stat_rows_gathered"] == len(k0) + len(k1)
 
 
+def test_wide_row_stride():
+    """A row stride of 196,672 bytes (above 16 bits in both halves) and rows up to the
+    largest index: the host address is ``row * stride`` made of two partial products."""
+    cfg = TINY
+    stride = (3 << 16) | 0x40
+    params = make_params(cfg, row_stride=stride)
+    rng = random.Random(13)
+    top = (1 << cfg.row_bits) - 1
+    keys = [(t << cfg.row_bits) | r for t in range(cfg.num_tables) for r in (top, top - 1)]
+    keys += [k for k in keys_of(cfg, rng, 3 * cfg.staging_rows) if k not in keys]
+    keys = keys[:cfg.staging_rows]
+    script = [("gather", 0, list(zip(keys, range(len(keys))))), ("wait_gathers", 0),
+              ("gpu", [params.staging_addr(0, i) for i in range(len(keys))], 5),
+              ("scatter", 0), ("wait_idle",)]
+    _, _, st = check(cfg, params, script, latency=2, max_latency=6, ready=0.8)
+    assert st["stat_rows_gathered"] == st["stat_rows_scattered"] == len(keys)
+
+
 @pytest.mark.parametrize("row_bytes", [48, 64])
 def test_4k_split(row_bytes):
     """Rows straddling 4 KiB boundaries (source and destination cut at different points)."""
