@@ -398,9 +398,16 @@ class HotlineAccelerator(wiring.Component):
         m.d.sync += dma_err_q.eq(dma.error)
         busy = Signal()
         m.d.comb += busy.eq(~ctl.ongoing("IDLE") | dma.busy | frag.busy | pop.busy)
+        # STATUS.busy from registers (the units' busy terms do not reach the read
+        # multiplexer): `busy` a cycle late, or'ed with the command taken that cycle, so that
+        # a read sampled the cycle after a command is taken (the earliest a read after the
+        # command's write response can be) reads busy although the units start a cycle later
+        busy_r = Signal()
+        cmd_r = Signal()
+        m.d.sync += [busy_r.eq(busy), cmd_r.eq(cmd_stb)]
         m.d.comb += [
             reg("STATUS", "mode").eq(mode),
-            reg("STATUS", "busy").eq(busy),
+            reg("STATUS", "busy").eq(busy_r | cmd_r),
             reg("STATUS", "cmd_error").eq(sticky["cmd_error"]),
             reg("STATUS", "dma_error").eq(dma.error),
             reg("STATUS", "param_error").eq(dma.param_error),
@@ -446,7 +453,7 @@ class HotlineAccelerator(wiring.Component):
             regs.value64("STAT_BYTES_WRITTEN").eq(dma.stat_bytes_written),
         ]
         busy_cycles = Signal(64)
-        with m.If(busy):
+        with m.If(busy_r):
             m.d.sync += busy_cycles.eq(busy_cycles + 1)
         m.d.comb += regs.value64("STAT_BUSY_CYCLES").eq(busy_cycles)
         return m

@@ -254,6 +254,11 @@ def test_clear_stats_and_soft_reset():
         for n in ("lookups", "hits", "popular_samples", "nonpopular_samples", "staged_rows",
                   "framing_errors", "minibatches", "long_samples"):
             assert stats[n] == 0, (n, stats)
+        # STATUS read right after a command's write response: already busy (EVICT of an
+        # empty CAM still reads every slot)
+        await drv.evict()
+        assert (await status())["busy"]
+        await until_idle()
         # mini-batch 1 cut in the middle by a soft reset (no STOP), with the memory slow so
         # that gather requests are held in the fragmenter, the splitter and the DMA
         await drv.train()
