@@ -321,7 +321,9 @@ class MiniBatchFragmenter(wiring.Component):
                 meta.bad_n.eq(_popcount(bads)),
                 meta.long_end.eq(user_eff & (s_long | any_excess)),
                 meta.ferr.eq(ferr),
-                meta.idwrap.eq(last_in & (scount_next > (1 << sidb))),
+                # scount_next > 2**sidb, from scount alone (it saturates at cap): no adder
+                meta.idwrap.eq(last_in & ((scount >= cap)
+                                          | (user_eff & (scount == (1 << sidb))))),
             ]
             # the sample state after this beat
             cnt = _popcount(keep[i] for i in range(L))

@@ -378,6 +378,24 @@ def simulate_with_flush_between(cfg, writes, first, later, *, rng):
     return got, res
 
 
+@pytest.mark.parametrize("lanes", [1, 2])
+def test_sample_id_wrap(lanes):
+    """3-bit sample ids: mini-batches of 7 to 17 samples, so that some end exactly at 2**3
+    samples (no wrap), one past it or more (a wrap, counted once per mini-batch)."""
+    cfg = make_cfg(lanes, sample_id_bits=3, staging_rows=16)
+    rng = random.Random(21)
+    nprng = np.random.default_rng(21)
+    sizes = [7, 8, 9, 8, 10, 16, 17, 8]
+    beats = []
+    for n in sizes:
+        samples = [[rng.randrange(1 << cfg.key_bits) for _ in range(rng.choice([0, 1, 2, 3]))]
+                   for _ in range(n)]
+        beats += frame_lookup_beats(samples, cfg.lanes, rng=nprng, hole_prob=0.2,
+                                    empty_end_prob=0.2)
+    exp, _ = check(cfg, Cam(cfg), [], beats, seed=21)
+    assert exp.counters.id_wraps == sum(n > 8 for n in sizes)
+
+
 def test_coverage_of_refusals():
     """Across the seeds of test_fragmenter_matches_golden, hits, staging full and de-dup
     full all occur."""
