@@ -616,13 +616,13 @@ class MiniBatchFragmenter(wiring.Component):
         rmiss = [rkind[i] == K_MISS for i in range(L)]
         res = rp_res
         scount_st = Signal(ib + 1)           # staging indices given in this mini-batch
-        scount_nx = Signal(ib + 1)           # ... after this cycle
-        # room[k]: the mini-batch's staging bank has room for k + 1 more rows (registers,
-        # loaded with scount_st's next value, so no compare follows scount_st)
-        room = [Signal(name=f"r_room{k}", init=int(cfg.staging_rows > k)) for k in range(L)]
-        for k in range(L):
-            m.d.sync += room[k].eq(scount_nx < cfg.staging_rows - k
-                                   if cfg.staging_rows > k else 0)
+        # room[k]: the mini-batch's staging bank has room for k + 1 more rows (registers, so
+        # no compare follows scount_st). After n new rows, room[k] is therm[k + n] (the count
+        # saturates at staging_rows, where every flag is 0), so the next flags are a
+        # multiplexer by n over compares of scount_st with constants: no adder before them.
+        R = cfg.staging_rows
+        room = [Signal(name=f"r_room{k}", init=int(R > k)) for k in range(L)]
+        therm = [(scount_st < R - j) if R > j else Const(0, 1) for j in range(2 * L)]
         new = [rp_new[i] for i in range(L)]
         idx = [Signal(bits_for(cfg.staging_rows + L), name=f"r_idx{i}") for i in range(L)]
         staged = [Signal(name=f"r_staged{i}") for i in range(L)]
@@ -758,14 +758,13 @@ class MiniBatchFragmenter(wiring.Component):
                      gathf.w_en.eq(retire & (g_keep != 0)), gathf.w_data.eq(gb)]
 
         n_new = _popcount(new)
-        m.d.comb += scount_nx.eq(scount_st)
         with m.If(retire):
             with m.If(rb.last):
-                m.d.comb += scount_nx.eq(0)
+                m.d.sync += scount_st.eq(0)
+                m.d.sync += [room[k].eq(int(R > k)) for k in range(L)]
             with m.Else():
-                m.d.comb += scount_nx.eq(Mux(scount_st + n_new > cfg.staging_rows,
-                                             cfg.staging_rows, scount_st + n_new))
-        m.d.sync += scount_st.eq(scount_nx)
+                m.d.sync += scount_st.eq(Mux(scount_st + n_new > R, R, scount_st + n_new))
+                m.d.sync += [room[k].eq(Array(therm[k:k + L + 1])[n_new]) for k in range(L)]
 
         # ---- statistics ----------------------------------------------------------------
         # per retired beat: a count, or (`lane_bits`) one bit per lane, counted a cycle later

@@ -241,6 +241,10 @@ class HotlineAccelerator(wiring.Component):
         flush = Signal()
         m.d.comb += frag.flush.eq(flush)
         wait = Signal(2)                    # cycles to let a started unit raise its busy
+        # the units' busy as the control FSM sees them: registered (a cycle late), so that no
+        # unit's busy logic reaches the state register; `wait` (3) covers the extra cycle
+        frag_busy, dma_busy, pop_busy = Signal(), Signal(), Signal()
+        m.d.sync += [frag_busy.eq(frag.busy), dma_busy.eq(dma.busy), pop_busy.eq(pop.busy)]
         with m.If(wait != 0):
             m.d.sync += wait.eq(wait - 1)
         def abort():                        # a soft reset ends any command (last in each
@@ -262,7 +266,7 @@ class HotlineAccelerator(wiring.Component):
                             m.d.comb += cmd_done.eq(1)
                         with m.Case(CMD["STOP"]):
                             m.d.comb += flush.eq(mode == MODE["TRAIN"])
-                            m.d.sync += wait.eq(2)
+                            m.d.sync += wait.eq(3)
                             m.next = "STOP"
                         with m.Case(CMD["INSTALL"]):
                             with m.If(mode == MODE["TRAIN"]):
@@ -270,14 +274,14 @@ class HotlineAccelerator(wiring.Component):
                             with m.Else():
                                 m.d.sync += mode.eq(MODE["IDLE"])
                                 m.d.comb += dma.evict_start.eq(1)
-                                m.d.sync += wait.eq(2)
+                                m.d.sync += wait.eq(3)
                                 m.next = "INSTALL_EVICT"
                         with m.Case(CMD["EVICT"]):
                             with m.If(mode == MODE["TRAIN"]):
                                 m.d.comb += cmd_error.eq(1)
                             with m.Else():
                                 m.d.comb += dma.evict_start.eq(1)
-                                m.d.sync += wait.eq(2)
+                                m.d.sync += wait.eq(3)
                                 m.next = "EVICT"
                         with m.Case(CMD["SCATTER"]):
                             # queued in the DMA (which starts it once the bank's gathers are
@@ -294,40 +298,40 @@ class HotlineAccelerator(wiring.Component):
                         with m.Default():
                             m.d.comb += cmd_error.eq(1)
             with m.State("STOP"):
-                with m.If((wait == 0) & ~frag.busy):
+                with m.If((wait == 0) & ~frag_busy):
                     m.d.sync += mode.eq(MODE["IDLE"])
                     m.d.comb += cmd_done.eq(1)
                     m.next = "IDLE"
                 abort()
             with m.State("INSTALL_EVICT"):
-                with m.If((wait == 0) & ~dma.busy):
+                with m.If((wait == 0) & ~dma_busy):
                     m.d.comb += pop.cam_clear.eq(1)
-                    m.d.sync += wait.eq(2)
+                    m.d.sync += wait.eq(3)
                     m.next = "INSTALL_CLEAR"
                 abort()
             with m.State("INSTALL_CLEAR"):
-                with m.If((wait == 0) & ~pop.busy):
+                with m.If((wait == 0) & ~pop_busy):
                     m.d.comb += pop.install_start.eq(1)
                     m.next = "INSTALL_RUN"
                 abort()
             with m.State("INSTALL_RUN"):
                 with m.If(pop.install_done):
-                    m.d.sync += wait.eq(2)
+                    m.d.sync += wait.eq(3)
                     m.next = "INSTALL_COPY"
                 abort()
             with m.State("INSTALL_COPY"):
-                with m.If((wait == 0) & ~dma.busy):
+                with m.If((wait == 0) & ~dma_busy):
                     m.d.comb += cmd_done.eq(1)
                     m.next = "IDLE"
                 abort()
             with m.State("EVICT"):
-                with m.If((wait == 0) & ~dma.busy):
+                with m.If((wait == 0) & ~dma_busy):
                     m.d.comb += pop.cam_clear.eq(1)
-                    m.d.sync += wait.eq(2)
+                    m.d.sync += wait.eq(3)
                     m.next = "EVICT_CLEAR"
                 abort()
             with m.State("EVICT_CLEAR"):
-                with m.If((wait == 0) & ~pop.busy):
+                with m.If((wait == 0) & ~pop_busy):
                     m.d.comb += cmd_done.eq(1)
                     m.next = "IDLE"
                 abort()
@@ -404,6 +408,11 @@ class HotlineAccelerator(wiring.Component):
         # command's write response can be) reads busy although the units start a cycle later
         busy_r = Signal()
         cmd_r = Signal()
+        # STATUS.gathers_done registered too (a cycle late: it falls after a mini-batch's
+        # first lookup enters, long before software can have sent the whole mini-batch)
+        gathers_done = Signal(cfg.staging_banks)
+        m.d.sync += gathers_done.eq(Mux(frag.gather_busy | frag.gather.valid | split.busy, 0,
+                                        dma.gathers_done))
         m.d.sync += [busy_r.eq(busy), cmd_r.eq(cmd_stb)]
         m.d.comb += [
             reg("STATUS", "mode").eq(mode),
@@ -420,8 +429,7 @@ class HotlineAccelerator(wiring.Component):
             # bank (dma.gathers_done also waits for gathers still held in the DMA's input skid
             # buffer) and no gather request can still come from the fragmenter or the
             # splitter's output register
-            reg("STATUS", "gathers_done").eq(Mux(frag.gather_busy | frag.gather.valid
-                                                 | split.busy, 0, dma.gathers_done)),
+            reg("STATUS", "gathers_done").eq(gathers_done),
             reg("IRQ_STATUS", "cmd_done").eq(cmd_done),
             reg("IRQ_STATUS", "dma_error").eq(dma.error & ~dma_err_q),
             reg("IRQ_STATUS", "overflow").eq(frag.ev_overflow),
