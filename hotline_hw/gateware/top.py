@@ -49,6 +49,12 @@ Every command ends with a ``cmd_done`` interrupt event.
   and the control logic reset, mode IDLE, sticky status cleared. The counter array and the
   CAM keep their contents.
 
+Timing: a command is taken the cycle after its ``CTRL`` write; the fragmenter (and the
+gather splitter) is reset the cycle after a soft reset or a taken ``CLEAR_STATS``, from a
+register. ``STATUS.busy`` and ``STATUS.gathers_done`` come from registers:
+``busy`` is the units' busy a cycle late or'ed with the command taken that cycle, so a
+read issued after a command's write response already reads it busy.
+
 ``CAM_CTRL.op`` WRITE / READ reach the CAM's host port (a READ waits while an eviction owns
 it); ``CAM_STATUS.done`` is set when the operation has completed, ``rejected`` when a
 ``hash`` CAM refused the write (wrong set).
