@@ -972,12 +972,29 @@ class GatherScatterDMA(wiring.Component):
             fin = (to_page >= left) & (left <= MB)
             return Mux(fin, left, Mux(to_page <= MB, to_page, MB)), fin
 
-        def next_room(to_page):
-            """Beats to the page boundary after a burst that is not a row's last: it was
-            ``min(to_page, MB)`` long, so it ended at the boundary (a whole page follows) or
-            ``MB`` beats before it. From the register ``to_page`` alone: no address adder
-            in the chain that computes the next burst's length."""
-            return Mux(to_page <= MB, PB, (to_page - MB)[:tp_bits])
+        def after_burst(to_page, left):
+            """``(room, len, fin)`` of a row's next burst after one that was not its last,
+            from that burst's ``to_page`` and the beats ``left`` before it (registers). The
+            burst was ``min(to_page, MB)`` long: it ended at the boundary (``to_page <= MB``:
+            a whole page follows, the next burst is ``min(left - to_page, MB)``) or ``MB``
+            beats before it (``to_page - MB`` follows, the next burst is
+            ``min(to_page - MB, left - MB, MB)``). Every compare is of the registers with each
+            other or with constants, side by side with the subtractions, so the loop that
+            computes the next length has no subtraction ahead of a compare and no address
+            adder."""
+            def at_most(v, c):           # v <= c, constant when c covers v's range
+                return Const(1, 1) if c >= (1 << len(v)) - 1 else v <= c
+
+            at_page = at_most(to_page, MB)
+            a_left = (left - to_page)[:len(left)]
+            a_fin = at_most(a_left, MB)
+            b_room = (to_page - MB)[:tp_bits]
+            b_left = (left - MB)[:len(left)]
+            b_fin = (to_page >= left) & at_most(left, 2 * MB)
+            room = Mux(at_page, PB, b_room)
+            nlen = Mux(at_page, Mux(a_fin, a_left, MB),
+                       Mux(b_fin, b_left, Mux(at_most(to_page, 2 * MB), b_room, MB)))
+            return room, nlen, Mux(at_page, a_fin, b_fin)
 
         # precomputed one cycle early (with rj_src/rj_left): the next AR's length and whether
         # it is the row's last, and the free buffer space, so that AR issue and `rd_take` use
@@ -1006,8 +1023,7 @@ class GatherScatterDMA(wiring.Component):
         nsrc = Signal(ADDR_BITS)
         nleft = Signal(beat_bits)
         m.d.comb += [nsrc.eq(rj_src + (ar_len << lbb)), nleft.eq(rj_left - ar_len)]
-        nroom = next_room(ar_room)
-        nlen, nfin = burst_of(nroom, nleft)
+        nroom, nlen, nfin = after_burst(ar_room, rj_left)
         jo = jsk.o.payload
         jroom = page_room(jo.src)
         jlen, jfin = burst_of(jroom, row_beats)
@@ -1122,8 +1138,7 @@ class GatherScatterDMA(wiring.Component):
         ndst = Signal(ADDR_BITS)
         nwl = Signal(beat_bits)
         m.d.comb += [ndst.eq(wr_dst + (aw_len << lbb)), nwl.eq(wr_left - aw_len)]
-        nwroom = next_room(aw_room)
-        nwlen, nwfin = burst_of(nwroom, nwl)
+        nwroom, nwlen, nwfin = after_burst(aw_room, wr_left)
         rowout = data.View(row_layout, row_fifo.r_data)
         wroom = page_room(rowout.dst)
         wlen, wfin = burst_of(wroom, rowout.beats)

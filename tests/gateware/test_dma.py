@@ -428,6 +428,24 @@ def test_rows_longer_than_a_burst(row_bytes):
     assert len(axi.aw_log) == want, "write bursts are not the longest allowed"
 
 
+@pytest.mark.parametrize("row_stride", [4096, 6144])
+def test_rows_cut_exactly_at_the_limits(row_stride):
+    """4 KiB rows on a 64-bit bus (512 beats) starting at a page boundary (the first burst is
+    256 beats and exactly 256 remain) or 256 beats before one (a 256-beat burst up to the
+    boundary, then exactly 256 beats): the last burst of each row must be marked last at
+    exactly those remainders."""
+    cfg = preset("tiny", axi_data_bits=64, max_row_bytes=4096, row_bytes=4096, row_bits=4)
+    params = make_params(cfg, row_bytes=4096, row_stride=row_stride)
+    keys = [(t << cfg.row_bits) | r for t in range(cfg.num_tables) for r in range(4)]
+    keys = keys[:cfg.staging_rows]
+    script = [("gather", 0, list(zip(keys, range(len(keys))))), ("wait_gathers", 0),
+              ("gpu", [params.staging_addr(0, i) for i in range(len(keys))], 1),
+              ("scatter", 0), ("wait_idle",)]
+    _, axi, _ = check(cfg, params, script, latency=3, max_latency=9, ready=0.8)
+    assert all(aw[2] == 256 for aw in axi.aw_log), sorted(set(aw[2] for aw in axi.aw_log))
+    assert len(axi.aw_log) == 2 * 2 * len(keys)      # two bursts per row, gather and scatter
+
+
 def test_error_stops_writes_and_soft_reset_recovers():
     cfg = TINY
     params = make_params(cfg)
