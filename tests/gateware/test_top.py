@@ -32,6 +32,19 @@ def copy_memory(mem):
     return out
 
 
+def tiny_trace(cfg, *, batches, seed):
+    """A synthetic `tiny` trace of 8-sample mini-batches, its keys and batch offsets, an
+    address map and a host memory holding the tables:
+    ``(trace, keys, lookup offsets, sample offsets, params, memory)``."""
+    tr = synth.generate("tiny", batches=batches, batch_size=8, seed=seed,
+                        table_bits=cfg.table_bits)
+    params = layout(cfg, tr.cardinalities, base=0x10000)
+    hw_mem = SparseMemory()
+    fill_tables(hw_mem, cfg, params, tr.cardinalities, seed=1)
+    return (tr, tr.keys(cfg), tr.batch_lookup_offsets, tr.batch_sample_offsets, params,
+            hw_mem)
+
+
 class TopHarness:
     """The accelerator in amaranth.sim with a random-latency AXI memory (``hw_mem``), both
     output streams sunk with random backpressure into :attr:`got` (decoded beats), and
@@ -107,12 +120,7 @@ class TopHarness:
 def test_end_to_end_tiny():
     cfg = preset("tiny", lanes=2, staging_rows=16, dedup_sets=16, dedup_ways=2,
                  learn_threshold=1)
-    tr = synth.generate("tiny", batches=4, batch_size=8, seed=5, table_bits=cfg.table_bits)
-    keys = tr.keys(cfg)
-    loff, soff = tr.batch_lookup_offsets, tr.batch_sample_offsets
-    params = layout(cfg, tr.cardinalities, base=0x10000)
-    hw_mem = SparseMemory()
-    fill_tables(hw_mem, cfg, params, tr.cardinalities, seed=1)
+    tr, keys, loff, soff, params, hw_mem = tiny_trace(cfg, batches=4, seed=5)
     gold_mem = copy_memory(hw_mem)
     model = HotlineModel(cfg, params, gold_mem)
 
@@ -207,12 +215,7 @@ def test_clear_stats_and_soft_reset():
     restarts the datapath, so that the next mini-batch is exactly what a fresh golden model
     makes of it (sample ids and staging banks from 0, every output beat, the statistics)."""
     cfg = preset("tiny", lanes=2, staging_rows=16, dedup_sets=16, dedup_ways=2)
-    tr = synth.generate("tiny", batches=3, batch_size=8, seed=6, table_bits=cfg.table_bits)
-    keys = tr.keys(cfg)
-    loff, soff = tr.batch_lookup_offsets, tr.batch_sample_offsets
-    params = layout(cfg, tr.cardinalities, base=0x10000)
-    hw_mem = SparseMemory()
-    fill_tables(hw_mem, cfg, params, tr.cardinalities, seed=1)
+    tr, keys, loff, soff, params, hw_mem = tiny_trace(cfg, batches=3, seed=6)
     fresh = HotlineModel(cfg, params, copy_memory(hw_mem))
     res = fresh.minibatch(keys[loff[2]:loff[3]], tr.sample_lengths[soff[2]:soff[3]], train=True)
     beats = [frame_lookup_beats(tr.samples_of_batch(b, cfg), cfg.lanes) for b in range(3)]
