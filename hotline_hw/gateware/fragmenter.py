@@ -597,6 +597,31 @@ class MiniBatchFragmenter(wiring.Component):
         take = Signal()
         m.d.comb += take.eq(beatf.r_rdy & Cat(*bank_ok).all() & (~rp_valid | retire))
         m.d.comb += beatf.r_en.eq(take)
+        # Forwarding selects, decided at take (timing: the assign stage ANDs registered
+        # one-hot selects with the values, no ordinal compares between its pipeline register
+        # and the sample buffer). Lane i of the beat taken takes the index of the new row
+        # with its bank and ordinal: an earlier lane j of the same beat (`rp_fl`, the value
+        # computed at assign), or lane j of the history beat h_s as it will be when the beat
+        # is assigned (`rp_hs`, bit s * L + j). Nothing retires between take and assign but
+        # the beat leaving rp_* in the take cycle, so the history then is [rp_*, h0, h1]
+        # (a retire now) or [h0, h1, h2] (rp_* was empty). (A beat that ends its mini-batch
+        # is never in rp_* when a beat is taken: the next mini-batch's first beat is
+        # dispatched only once the retire stage is empty.)
+        rp_fl = [Signal(i, name=f"rp_fl{i}") for i in range(L)]   # (lane 0: none)
+        rp_hs = [Signal(HIST * L, name=f"rp_hs{i}") for i in range(L)]
+
+        def hmatch(i, new_j, bank_j, ord_j):
+            return new_j & (bank_j == abank(i)) & (ord_j == ares[i].ord)
+
+        for i in range(L):
+            lanes_i = [hmatch(i, anew[j], abank(j), ares[j].ord) for j in range(i)]
+            c_h = [Cat(*[hmatch(i, h_new[t][j], h_bank[t][j] if bb else Const(0, 1),
+                                h_ord[t][j]) for j in range(L)]) for t in range(HIST)]
+            c_rp = Cat(*[hmatch(i, rp_new[j], rbank(j), rp_res[j].ord) for j in range(L)])
+            with m.If(take):
+                if i:
+                    m.d.sync += rp_fl[i].eq(Cat(*lanes_i))
+                m.d.sync += rp_hs[i].eq(Mux(retire, Cat(c_rp, *c_h[:HIST - 1]), Cat(*c_h)))
         with m.If(take):
             m.d.sync += [rp_valid.eq(1), rp_beat.eq(beatf.r_data), rp_new.eq(Cat(*anew)),
                          rp_any_new.eq(Cat(*anew).any())]
@@ -640,16 +665,14 @@ class MiniBatchFragmenter(wiring.Component):
         for i in range(L):
             dup = rmiss[i] & (res[i].kind == KIND_DUP)
             # a repeated row not resolved at take has its first occurrence in this beat or in
-            # one of the last three retired beats (see tk_ok); at most one source matches
+            # one of the last three retired beats (see tk_ok); at most one source matches,
+            # selected by the registers rp_fl / rp_hs (decided at take)
             fwd_val = Const(0, geo.value_bits)
             for j in range(i):
-                mt = new[j] & (rbank(j) == rbank(i)) & (res[j].ord == res[i].ord)
-                fwd_val = fwd_val | Mux(mt, newval[j], 0)
+                fwd_val = fwd_val | Mux(rp_fl[i][j], newval[j], 0)
             for t in range(HIST):
                 for j in range(L):
-                    hb = h_bank[t][j] if bb else Const(0, 1)
-                    mt = h_new[t][j] & (hb == rbank(i)) & (h_ord[t][j] == res[i].ord)
-                    fwd_val = fwd_val | Mux(mt, h_val[t][j], 0)
+                    fwd_val = fwd_val | Mux(rp_hs[i][t * L + j], h_val[t][j], 0)
             dval = Signal(geo.value_bits, name=f"r_dval{i}")
             m.d.comb += dval.eq(Mux(res[i].resolved, res[i].value, fwd_val))
             dref = dval[ib]
