@@ -10,18 +10,20 @@ A bank
 ------
 * **in_q** (a register ring, :class:`RingQueue`): misses ``{key, lset}`` (``lset`` = set
   within the bank), up to ``lanes`` per cycle, in stream order; each lane writes its own entry.
-* **Lookup** (3 stages, one miss per cycle): ``B0`` reads the set word from block RAM
-  (transparent to the write of ``B2``); ``B1`` compares each way with the key and registers
-  the word, the ways holding the key and the free ways; ``B2`` chooses. A way holding the
+* **Lookup** (4 stages, one miss per cycle): ``B0`` reads the set word from block RAM
+  (transparent to the write of ``B3``); ``B1`` registers the word as read (the RAM's output
+  goes straight into flip-flops); ``B2`` compares each way with the key and registers the
+  word, the ways holding the key and the free ways; ``B3`` chooses. A way holding the
   key -> ``DUP(ord)``; else the lowest free way takes the key -> ``NEW(ord)`` with ``ord``
-  the bank's next ordinal (0, 1, 2, ... per mini-batch); no free way -> ``FULL``. The miss
-  right behind a ``NEW`` to the same set read the word before that write: the write is
-  forwarded into its ``B2`` (the written way is used, and holds its key if the keys are
-  equal, a compare of two registers made in ``B1``). Two misses apart, the read sees the
-  write (transparency). A set is *touched* once written in the current mini-batch; an
-  untouched set reads as empty, so starting a mini-batch is one cycle (a register per set
-  is cleared), never a sweep of the RAM. Timing: the RAM read ends at the per-way compare
-  registers; the way choice, the ``NEW`` write and the result push start from registers.
+  the bank's next ordinal (0, 1, 2, ... per mini-batch); no free way -> ``FULL``. The two
+  misses right behind a ``NEW`` to the same set read the word before that write: ``B2``
+  forwards the writes of its own cycle (the op in ``B3``) and of the cycle before into its
+  ``B3`` (the written way is used, and holds its key if the keys are equal, a compare of
+  registers made in ``B2``). Three misses apart, the read sees the write (transparency).
+  A set is *touched* once written in the current mini-batch; an untouched set reads as
+  empty, so starting a mini-batch is one cycle (a register per set is cleared), never a
+  sweep of the RAM. Timing: the RAM read ends at a register; the compares, the way choice,
+  the ``NEW`` write and the result push each start from registers.
 * **res_q** (a shifting register queue, :class:`MultiQueue`): results in stream order, read
   ``lanes`` at a time by the fragmenter's retire stage, which gives every ``NEW`` its
   staging index in stream order.
@@ -173,80 +175,108 @@ class DedupBank(Elaboratable):
         newcnt = Signal(range(geo.entries + 1))
 
         # --- B0: issue one miss --------------------------------------------------------
-        # An op is issued when res_q has room for it and the ops in B1 and B2.
-        b1_valid = Signal()
+        # An op is issued when res_q has room for it and the ops in B1 .. B3. The stages
+        # never stall: an op reads its set word at B0 in cycle c and writes at B3 in cycle
+        # c + 3, so the word it reads misses the writes of cycles c + 1 and c + 2 (the two
+        # ops ahead of it), which B2 forwards into its B3.
+        b1_valid, b2_valid, b3_valid = Signal(), Signal(), Signal()
         b1_op = Signal(geo.op_layout(cfg))
-        b1_touched = Signal()
-        b2_valid = Signal()
         b2_op = Signal(geo.op_layout(cfg))
+        b3_op = Signal(geo.op_layout(cfg))
+        b1_touched = Signal()
         op = in_q.peek[0]
         issue = Signal()
         m.d.comb += [
-            issue.eq((in_q.level != 0) & (res_q.space > b1_valid + b2_valid)),
+            issue.eq((in_q.level != 0) & (res_q.space > b1_valid + b2_valid + b3_valid)),
             in_q.pop_n.eq(issue),
             rp.addr.eq(op.lset),
         ]
-        # The set is touched if a write before this cycle touched it, or if the op in B2
+        # The set is touched if a write before this cycle touched it, or if the op in B3
         # (which writes now, seen through the read port's transparency) is on this set: if
-        # that op does not write, the set was touched already (it read a used way).
+        # that op does not write, the set was touched already (it found a used way).
         m.d.sync += [
             b1_valid.eq(issue),
             b1_op.eq(op),
             b1_touched.eq(touched.bit_select(op.lset, 1)
-                          | (b2_valid & (b2_op.lset == op.lset))),
+                          | (b3_valid & (b3_op.lset == op.lset))),
         ]
 
-        # --- B1: the set word arrives; compare the ways --------------------------------
+        # --- B1: the set word arrives, straight into a register ----------------------------
+        # (timing: the block RAM's clock-to-output ends at flip-flops; the DP16KD has no
+        # output register in Yosys' mapping)
+        b2_raw = Signal(word_layout)
+        b2_touched = Signal()
+        m.d.sync += [b2_valid.eq(b1_valid), b2_op.eq(b1_op), b2_raw.eq(rp.data),
+                     b2_touched.eq(b1_touched)]
+
+        # --- B2: compare the ways; note the writes the word missed --------------------------
         cur = Signal(word_layout)
-        m.d.comb += cur.eq(Mux(b1_touched, rp.data.as_value(), 0))
-        b2_word = Signal(word_layout)
-        b2_match = Signal(ways)              # way w holds the key (in the word as read)
-        b2_free = Signal(ways)               # way w is free (in the word as read)
-        # forwarding: the op in B2 writes the set of the op in B1 in the same cycle, after
-        # B1's read: B2 of the later op puts that entry into way `b2f_way` of its word
-        b2f_oh = Signal(ways)                # one-hot way written by the previous op (or 0)
-        b2f_keq = Signal()                   # ... with the same key
-        b2f_entry = Signal(entry)            # ... the entry it wrote
+        m.d.comb += cur.eq(Mux(b2_touched, b2_raw.as_value(), 0))
+        b3_word = Signal(word_layout)
+        b3_match = Signal(ways)              # way w holds the key (in the word as read)
+        b3_free = Signal(ways)               # way w is free (in the word as read)
+        # the writes the word missed, put into B3's word: `fa` the write of this cycle (the
+        # op in B3), `fb` the write of the cycle before (`w1_*`, registered); each a one-hot
+        # way (or 0), whether it wrote the same key, and the entry written
+        fa_oh, fb_oh = Signal(ways), Signal(ways)
+        fa_keq, fb_keq = Signal(), Signal()
+        fa_entry, fb_entry = Signal(entry), Signal(entry)
+        w1_valid = Signal()                  # a write in the previous cycle ...
+        w1_lset = Signal(geo.lset_bits)
+        w1_oh = Signal(ways)
+        w1_entry = Signal(entry)
         m.d.sync += [
-            b2_valid.eq(b1_valid),
-            b2_op.eq(b1_op),
-            b2_word.eq(cur),
-            b2_match.eq(Cat(*[cur[w].used & (cur[w].key == b1_op.key) for w in range(ways)])),
-            b2_free.eq(Cat(*[~cur[w].used for w in range(ways)])),
+            b3_valid.eq(b2_valid),
+            b3_op.eq(b2_op),
+            b3_word.eq(cur),
+            b3_match.eq(Cat(*[cur[w].used & (cur[w].key == b2_op.key) for w in range(ways)])),
+            b3_free.eq(Cat(*[~cur[w].used for w in range(ways)])),
         ]
 
-        # --- B2: choose, allocate, write ---------------------------------------------------
-        word = Signal(word_layout)           # the set word with the previous op's write
+        # --- B3: choose, allocate, write ---------------------------------------------------
+        word = Signal(word_layout)           # the set word with the two missed writes
         for w in range(ways):
-            m.d.comb += word[w].eq(Mux(b2f_oh[w], b2f_entry, b2_word[w]))
+            m.d.comb += word[w].eq(Mux(fa_oh[w], fa_entry,
+                                       Mux(fb_oh[w], fb_entry, b3_word[w])))
         match = Signal(ways)
         free = Signal(ways)
-        m.d.comb += [match.eq(b2_match | Mux(b2f_keq, b2f_oh, 0)),
-                     free.eq(b2_free & ~b2f_oh)]
+        m.d.comb += [match.eq(b3_match | Mux(fa_keq, fa_oh, 0) | Mux(fb_keq, fb_oh, 0)),
+                     free.eq(b3_free & ~fa_oh & ~fb_oh)]
         m_any, m_way, m_ord, s1 = priority([match[w] for w in range(ways)],
                                            [word[w].ord for w in range(ways)])
         f_any, f_way, _, s2 = priority([free[w] for w in range(ways)])
         m.d.comb += s1 + s2
-        b2_new = Signal()
-        m.d.comb += b2_new.eq(b2_valid & ~m_any & f_any)
+        b3_new = Signal()
+        m.d.comb += b3_new.eq(b3_valid & ~m_any & f_any)
         new_entry = Signal(entry)
-        m.d.comb += [new_entry.used.eq(1), new_entry.key.eq(b2_op.key), new_entry.ord.eq(newcnt)]
+        m.d.comb += [new_entry.used.eq(1), new_entry.key.eq(b3_op.key), new_entry.ord.eq(newcnt)]
+        new_oh = Cat(*[f_way == w for w in range(ways)])
         new_word = Signal(word_layout)
         m.d.comb += new_word.eq(word)
         for w in range(ways):
             with m.If(f_way == w):
                 m.d.comb += new_word[w].eq(new_entry)
-        m.d.comb += [wp.addr.eq(b2_op.lset), wp.data.eq(new_word), wp.en.eq(b2_new)]
-        fwd = b2_new & (b2_op.lset == b1_op.lset)
+        m.d.comb += [wp.addr.eq(b3_op.lset), wp.data.eq(new_word), wp.en.eq(b3_new)]
+        # the write of this cycle for the op in B2 (it reaches B3 next cycle), and the
+        # previous cycle's write (w1_*) for it
+        fa = b3_new & (b3_op.lset == b2_op.lset)
+        fb = w1_valid & (w1_lset == b2_op.lset)
         m.d.sync += [
-            b2f_oh.eq(Mux(fwd, Cat(f_way == w for w in range(ways)), 0)),
-            b2f_keq.eq(b2_op.key == b1_op.key),
-            b2f_entry.eq(new_entry),
+            fa_oh.eq(Mux(fa, new_oh, 0)),
+            fa_keq.eq(b3_op.key == b2_op.key),
+            fa_entry.eq(new_entry),
+            fb_oh.eq(Mux(fb, w1_oh, 0)),
+            fb_keq.eq(w1_entry.key == b2_op.key),
+            fb_entry.eq(w1_entry),
+            w1_valid.eq(b3_new),
+            w1_lset.eq(b3_op.lset),
+            w1_oh.eq(new_oh),
+            w1_entry.eq(new_entry),
         ]
         res = res_q.wr_data[0]
         m.d.comb += [
-            res_q.push_n.eq(b2_valid),
-            res_q.wr_en.eq(b2_valid),
+            res_q.push_n.eq(b3_valid),
+            res_q.wr_en.eq(b3_valid),
             res.kind.eq(Mux(m_any, KIND_DUP, Mux(f_any, KIND_NEW, KIND_FULL))),
             res.ord.eq(Mux(m_any, m_ord, newcnt)),
         ]
@@ -254,9 +284,9 @@ class DedupBank(Elaboratable):
         # (`touched.bit_select(...).eq(1)`) becomes a case statement whose every branch Yosys
         # turns into a mux per bit, O(sets^2) cells (it ran the `kaggle` synthesis out of
         # memory); a decoder is one comparator per set.
-        with m.If(b2_new):
+        with m.If(b3_new):
             m.d.sync += [newcnt.eq(newcnt + 1),
-                         touched.eq(touched | Cat(b2_op.lset == s for s in range(geo.sets)))]
+                         touched.eq(touched | Cat(b3_op.lset == s for s in range(geo.sets)))]
 
         # --- index memory: wq drains into it -------------------------------------------
         m.submodules.index = imem = Memory(shape=geo.value_bits, depth=geo.entries, init=[])
@@ -358,6 +388,6 @@ class DedupBank(Elaboratable):
             m.d.sync += [touched.eq(0), newcnt.eq(0), drained.eq(0), pushed.eq(0), rptr.eq(0),
                          res_q.upd_en.eq(0)]
 
-        m.d.comb += self.idle.eq((in_q.level == 0) & ~b1_valid & ~b2_valid & (res_q.level == 0)
-                                 & (wq.level == 0))
+        m.d.comb += self.idle.eq((in_q.level == 0) & ~b1_valid & ~b2_valid & ~b3_valid
+                                 & (res_q.level == 0) & (wq.level == 0))
         return m
