@@ -603,7 +603,8 @@ def run_cocotb(unit, cfg, *, sim, test_module, testcase=None, waves=None, seed=N
     extra_env : dict, optional
         More environment variables for the simulation (they win over ``os.environ``).
     timeout_s : float, optional
-        Wall-clock limit of the simulation. Default: ``$HOTLINE_SIM_TIMEOUT``, else 600.
+        Wall-clock limit of the simulation (a guard against hangs, far above a run's time on
+        an idle machine). Default: ``$HOTLINE_SIM_TIMEOUT``, else 1200.
 
     Returns
     -------
@@ -626,7 +627,7 @@ def run_cocotb(unit, cfg, *, sim, test_module, testcase=None, waves=None, seed=N
     if seed is None:
         seed = _default_seed(unit, cfg, test_module, testcase)
     if timeout_s is None:
-        timeout_s = float(os.environ.get("HOTLINE_SIM_TIMEOUT", "600"))
+        timeout_s = float(os.environ.get("HOTLINE_SIM_TIMEOUT", "1200"))
     wanted = ([s.strip() for s in testcase.split(",")] if isinstance(testcase, str)
               else list(testcase) if testcase else [])
     t0 = time.monotonic()
@@ -693,6 +694,11 @@ def run_cocotb(unit, cfg, *, sim, test_module, testcase=None, waves=None, seed=N
     if code and not failed and not problems:
         problems.append(f"the simulator exited with status {code}"
                         + (" (timeout)" if code in (124, 137) else ""))
+    if problems and code in (124, 137) and failed:
+        # the limit stops the simulator in the middle of a test, which cocotb reports as a
+        # failure of that test ("ended prematurely"): say why
+        problems.insert(0, f"timed out after {timeout_s:g} s (the wall-clock limit: "
+                           "timeout_s or $HOTLINE_SIM_TIMEOUT)")
     if problems:
         raise SimulationFailed("\n".join(problems) + f"\n{where}\n--- log tail ---\n{_tail(log)}")
     return RunResult(b, run_dir, results, log, seed,

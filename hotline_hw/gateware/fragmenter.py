@@ -622,6 +622,8 @@ class MiniBatchFragmenter(wiring.Component):
                 if i:
                     m.d.sync += rp_fl[i].eq(Cat(*lanes_i))
                 m.d.sync += rp_hs[i].eq(Mux(retire, Cat(c_rp, *c_h[:HIST - 1]), Cat(*c_h)))
+        # new rows per bank (expressions: a named signal would be left unused, an alias)
+        a_nn = [_popcount(anew[i] & (abank(i) == b) for i in range(L)) for b in range(B)]
         with m.If(take):
             m.d.sync += [rp_valid.eq(1), rp_beat.eq(beatf.r_data), rp_new.eq(Cat(*anew)),
                          rp_any_new.eq(Cat(*anew).any())]
@@ -632,7 +634,7 @@ class MiniBatchFragmenter(wiring.Component):
                     rp_rn[i].eq(_popcount(anew[j] & (abank(j) == abank(i)) for j in range(i))),
                 ]
             for b in range(B):
-                m.d.sync += rp_nn[b].eq(_popcount(anew[i] & (abank(i) == b) for i in range(L)))
+                m.d.sync += rp_nn[b].eq(a_nn[b])
         with m.Elif(retire):
             m.d.sync += rp_valid.eq(0)
 
@@ -694,12 +696,26 @@ class MiniBatchFragmenter(wiring.Component):
             ]
 
         # write queues: the index of every new row, per bank, in lane order
-        wq_ok_l = []
+        # wq_ok: every bank's write queue has room for the beat in rp_*'s new rows, as a
+        # register (timing: no compare of the queues' space with rp_nn ahead of retire and
+        # take). Its next value is exact: the space after this cycle's drain and push, the
+        # new rows of the beat in rp_* after this cycle's take; four candidates, chosen by
+        # take and retire last.
+        wq_ok = Signal(init=1)
+        cand = {}
+        for tk in (0, 1):
+            for rt in (0, 1):
+                oks = []
+                for b, bk in enumerate(banks):
+                    # space + drain - (pushed now) >= next rp_nn, without a subtraction
+                    need = (a_nn[b] if tk else rp_nn[b]) + (rp_nn[b] if rt else 0)
+                    oks.append(bk.wq.space + bk.wq.pop_n >= need)
+                cand[tk, rt] = Cat(*oks).all()
+        m.d.sync += wq_ok.eq(Mux(take, Mux(retire, cand[1, 1], cand[1, 0]),
+                                 Mux(retire, cand[0, 1], cand[0, 0])))
         for b, bk in enumerate(banks):
-            wq_ok_l.append(bk.wq.space >= rp_nn[b])
             for i in range(L):
                 m.d.comb += [bk.wq.wr_off[i].eq(rp_rn[i]), bk.wq.wr_data[i].eq(newval[i])]
-        wq_ok = Cat(*wq_ok_l).all()
 
         g_keep = Cat(*staged)
         # the beat waits for room in the gather FIFO if it has a new row (staged or not:
