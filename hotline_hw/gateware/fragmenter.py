@@ -858,25 +858,35 @@ class MiniBatchFragmenter(wiring.Component):
                 m.d.sync += batch["nonpopular_samples"].eq(batch["nonpopular_samples"] + 1)
             with m.Else():
                 m.d.sync += batch["popular_samples"].eq(batch["popular_samples"] + 1)
+        # The retire-side figures are published a cycle after the terminator (`pub`, a
+        # register; timing: do_term, from the output FIFOs' room, enabled some 800
+        # statistics flip-flops); the sample counts at the terminator, as no sample of the
+        # next mini-batch may leave before it. `ev_minibatch` and `busy` follow `pub`.
+        pub = Signal()
+        m.d.sync += pub.eq(do_term)
         with m.If(do_term):
-            m.d.sync += [term_pending.eq(0), pend_valid.eq(0)]
+            m.d.sync += term_pending.eq(0)
+            for n in emit_side:
+                tot, lst = getattr(self, "stat_" + n), getattr(self, "last_" + n)
+                m.d.sync += [tot.eq(tot + batch[n]), lst.eq(batch[n]), batch[n].eq(0)]
+        with m.If(pub):
+            m.d.sync += pend_valid.eq(0)
             for n in STAT_NAMES:
-                tot = getattr(self, "stat_" + n)
-                lst = getattr(self, "last_" + n)
+                if n in emit_side:
+                    continue
+                tot, lst = getattr(self, "stat_" + n), getattr(self, "last_" + n)
                 if n == "minibatches":
                     m.d.sync += [tot.eq(tot + 1), lst.eq(1)]
-                elif n in emit_side:
-                    m.d.sync += [tot.eq(tot + batch[n]), lst.eq(batch[n]), batch[n].eq(0)]
                 else:
                     m.d.sync += [tot.eq(tot + pend[n]), lst.eq(pend[n])]
         m.d.comb += [
-            self.ev_minibatch.eq(do_term),
+            self.ev_minibatch.eq(pub),
             # the events of a retired beat, from its registered figures (a cycle after retire)
             self.ev_bad_key.eq(st_valid & (st["bad_keys"] != 0)),
             self.ev_overflow.eq(st_valid & (st["staging_full"].any() | st["dedup_full"].any())),
             self.ev_framing.eq(st_valid & st["framing_errors"]),
             self.busy.eq(b_open | (metaf.level != 0) | d0_valid | ~all_idle | (outp.level != 0)
-                         | (outn.level != 0) | (gathf.level != 0)),
+                         | (outn.level != 0) | (gathf.level != 0) | pub),
             self.gather_busy.eq(b_open | (metaf.level != 0) | d0_valid | ~dedup_idle
                                 | (gathf.level != 0)),
         ]
