@@ -17,9 +17,9 @@ A bank
   key -> ``DUP(ord)``; else the lowest free way takes the key -> ``NEW(ord)`` with ``ord``
   the bank's next ordinal (0, 1, 2, ... per mini-batch); no free way -> ``FULL``. The two
   misses right behind a ``NEW`` to the same set read the word before that write: ``B2``
-  forwards the writes of its own cycle (the op in ``B3``) and of the cycle before into its
-  ``B3`` (the written way is used, and holds its key if the keys are equal, a compare of
-  registers made in ``B2``). Three misses apart, the read sees the write (transparency).
+  puts the write of the cycle before into the word it registers, and the write of its own
+  cycle (the op in ``B3``) into its ``B3`` (the written way is used, and holds its key if
+  the keys are equal, a compare of registers made in ``B2``). Three misses apart, the read sees the write (transparency).
   A set is *touched* once written in the current mini-batch; an untouched set reads as
   empty, so starting a mini-batch is one cycle (a register per set is cleared), never a
   sweep of the RAM. Timing: the RAM read ends at a register; the compares, the way choice,
@@ -209,39 +209,43 @@ class DedupBank(Elaboratable):
         m.d.sync += [b2_valid.eq(b1_valid), b2_op.eq(b1_op), b2_raw.eq(rp.data),
                      b2_touched.eq(b1_touched)]
 
-        # --- B2: compare the ways; note the writes the word missed --------------------------
+        # --- B2: compare the ways; put in the writes the word missed ------------------------
+        # The word read missed the writes of this cycle (the op in B3) and of the cycle
+        # before (`w1_*`, registered). The earlier one goes into the word here (a register
+        # compare of the sets, side by side with the ways' compares); this cycle's write
+        # is decided now, so it goes into B3's word (`fa_*`: a one-hot way or 0, whether it
+        # wrote the same key, the entry written).
         cur = Signal(word_layout)
         m.d.comb += cur.eq(Mux(b2_touched, b2_raw.as_value(), 0))
-        b3_word = Signal(word_layout)
-        b3_match = Signal(ways)              # way w holds the key (in the word as read)
-        b3_free = Signal(ways)               # way w is free (in the word as read)
-        # the writes the word missed, put into B3's word: `fa` the write of this cycle (the
-        # op in B3), `fb` the write of the cycle before (`w1_*`, registered); each a one-hot
-        # way (or 0), whether it wrote the same key, and the entry written
-        fa_oh, fb_oh = Signal(ways), Signal(ways)
-        fa_keq, fb_keq = Signal(), Signal()
-        fa_entry, fb_entry = Signal(entry), Signal(entry)
         w1_valid = Signal()                  # a write in the previous cycle ...
         w1_lset = Signal(geo.lset_bits)
         w1_oh = Signal(ways)
         w1_entry = Signal(entry)
+        fb_oh = Signal(ways)
+        m.d.comb += fb_oh.eq(Mux(w1_valid & (w1_lset == b2_op.lset), w1_oh, 0))
+        b3_word = Signal(word_layout)
+        b3_match = Signal(ways)              # way w holds the key (with the earlier write)
+        b3_free = Signal(ways)               # way w is free (with the earlier write)
+        fa_oh = Signal(ways)
+        fa_keq = Signal()
+        fa_entry = Signal(entry)
         m.d.sync += [
             b3_valid.eq(b2_valid),
             b3_op.eq(b2_op),
-            b3_word.eq(cur),
-            b3_match.eq(Cat(*[cur[w].used & (cur[w].key == b2_op.key) for w in range(ways)])),
-            b3_free.eq(Cat(*[~cur[w].used for w in range(ways)])),
+            b3_word.eq(Cat(*[Mux(fb_oh[w], w1_entry, cur[w]) for w in range(ways)])),
+            b3_match.eq(Cat(*[cur[w].used & (cur[w].key == b2_op.key) for w in range(ways)])
+                        | Mux(w1_entry.key == b2_op.key, fb_oh, 0)),
+            b3_free.eq(Cat(*[~cur[w].used for w in range(ways)]) & ~fb_oh),
         ]
 
         # --- B3: choose, allocate, write ---------------------------------------------------
-        word = Signal(word_layout)           # the set word with the two missed writes
+        word = Signal(word_layout)           # the set word with both missed writes
         for w in range(ways):
-            m.d.comb += word[w].eq(Mux(fa_oh[w], fa_entry,
-                                       Mux(fb_oh[w], fb_entry, b3_word[w])))
+            m.d.comb += word[w].eq(Mux(fa_oh[w], fa_entry, b3_word[w]))
         match = Signal(ways)
         free = Signal(ways)
-        m.d.comb += [match.eq(b3_match | Mux(fa_keq, fa_oh, 0) | Mux(fb_keq, fb_oh, 0)),
-                     free.eq(b3_free & ~fa_oh & ~fb_oh)]
+        m.d.comb += [match.eq(b3_match | Mux(fa_keq, fa_oh, 0)),
+                     free.eq(b3_free & ~fa_oh)]
         m_any, m_way, m_ord, s1 = priority([match[w] for w in range(ways)],
                                            [word[w].ord for w in range(ways)])
         f_any, f_way, _, s2 = priority([free[w] for w in range(ways)])
@@ -257,17 +261,13 @@ class DedupBank(Elaboratable):
             with m.If(f_way == w):
                 m.d.comb += new_word[w].eq(new_entry)
         m.d.comb += [wp.addr.eq(b3_op.lset), wp.data.eq(new_word), wp.en.eq(b3_new)]
-        # the write of this cycle for the op in B2 (it reaches B3 next cycle), and the
-        # previous cycle's write (w1_*) for it
+        # this cycle's write, for the op in B2 (it reaches B3 next cycle), and as w1_* for
+        # the op in B1 (in B2 next cycle)
         fa = b3_new & (b3_op.lset == b2_op.lset)
-        fb = w1_valid & (w1_lset == b2_op.lset)
         m.d.sync += [
             fa_oh.eq(Mux(fa, new_oh, 0)),
             fa_keq.eq(b3_op.key == b2_op.key),
             fa_entry.eq(new_entry),
-            fb_oh.eq(Mux(fb, w1_oh, 0)),
-            fb_keq.eq(w1_entry.key == b2_op.key),
-            fb_entry.eq(w1_entry),
             w1_valid.eq(b3_new),
             w1_lset.eq(b3_op.lset),
             w1_oh.eq(new_oh),

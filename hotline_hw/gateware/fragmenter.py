@@ -622,8 +622,6 @@ class MiniBatchFragmenter(wiring.Component):
                 if i:
                     m.d.sync += rp_fl[i].eq(Cat(*lanes_i))
                 m.d.sync += rp_hs[i].eq(Mux(retire, Cat(c_rp, *c_h[:HIST - 1]), Cat(*c_h)))
-        # new rows per bank (expressions: a named signal would be left unused, an alias)
-        a_nn = [_popcount(anew[i] & (abank(i) == b) for i in range(L)) for b in range(B)]
         with m.If(take):
             m.d.sync += [rp_valid.eq(1), rp_beat.eq(beatf.r_data), rp_new.eq(Cat(*anew)),
                          rp_any_new.eq(Cat(*anew).any())]
@@ -634,7 +632,7 @@ class MiniBatchFragmenter(wiring.Component):
                     rp_rn[i].eq(_popcount(anew[j] & (abank(j) == abank(i)) for j in range(i))),
                 ]
             for b in range(B):
-                m.d.sync += rp_nn[b].eq(a_nn[b])
+                m.d.sync += rp_nn[b].eq(_popcount(anew[i] & (abank(i) == b) for i in range(L)))
         with m.Elif(retire):
             m.d.sync += rp_valid.eq(0)
 
@@ -698,9 +696,12 @@ class MiniBatchFragmenter(wiring.Component):
         # write queues: the index of every new row, per bank, in lane order
         # wq_ok: every bank's write queue has room for the beat in rp_*'s new rows, as a
         # register (timing: no compare of the queues' space with rp_nn ahead of retire and
-        # take). Its next value is exact: the space after this cycle's drain and push, the
-        # new rows of the beat in rp_* after this cycle's take; four candidates, chosen by
-        # take and retire last.
+        # take). Its next value: the space after this cycle's drain and push against the
+        # new rows of the beat in rp_* after this cycle's take; for a beat taken now, its
+        # misses to the bank (`need`, a register; at least its new rows: the count of new
+        # rows, after the result queues' multiplexers, was a 20-level path into this
+        # register), so a beat may wait a cycle longer than it must, never overfill a
+        # queue. Four candidates, chosen by take and retire last.
         wq_ok = Signal(init=1)
         cand = {}
         for tk in (0, 1):
@@ -708,7 +709,7 @@ class MiniBatchFragmenter(wiring.Component):
                 oks = []
                 for b, bk in enumerate(banks):
                     # space + drain - (pushed now) >= next rp_nn, without a subtraction
-                    need = (a_nn[b] if tk else rp_nn[b]) + (rp_nn[b] if rt else 0)
+                    need = (ab.need[b] if tk else rp_nn[b]) + (rp_nn[b] if rt else 0)
                     oks.append(bk.wq.space + bk.wq.pop_n >= need)
                 cand[tk, rt] = Cat(*oks).all()
         m.d.sync += wq_ok.eq(Mux(take, Mux(retire, cand[1, 1], cand[1, 0]),
