@@ -109,10 +109,11 @@ class RegisterBlock(wiring.Component):
 
     Latency
     -------
-    - Read: ``arready`` is high while no read is in progress; the cycle after the ``AR``
-      handshake the address is registered, the next cycle ``rvalid`` rises with the data,
-      sampled the cycle after the handshake (so ``In`` ports are read as they were then).
-      One read per three cycles with ``rready`` held high.
+    - Read: ``arready`` is high while no read is in progress; ``rvalid`` rises three
+      cycles after the ``AR`` handshake with the data sampled the cycle after the handshake
+      (so ``In`` ports are read as they were then): the address is registered, then each
+      group of 16 registers' value, then the addressed group's. One read per four cycles
+      with ``rready`` held high.
     - Write: ``AW`` and ``W`` are taken independently (``awready``/``wready`` high while
       the respective holding register is empty); the cycle after both are held the write
       commits, and the next cycle ``bvalid`` rises while the new values and the strobes are
@@ -266,23 +267,40 @@ class RegisterBlock(wiring.Component):
                     m.d.sync += store[(role.reg, role.field)].eq(1)
 
         # --- read channel ----------------------------------------------------------------
-        # two stages: the AR handshake registers the address (ar_full), the next cycle the
-        # read multiplexer (every readable field of the block) loads rdata from that register,
-        # so the bus's address never reaches the multiplexer in the cycle it arrives
-        ar_full = Signal()
+        # three stages: the AR handshake registers the address (ar_full); the next cycle each
+        # group of 16 registers (by the high address bits) loads its read multiplexer's
+        # value into a register (r1_full), so every field is sampled then; the cycle after,
+        # rdata takes the addressed group's value. Neither the bus's address nor one
+        # multiplexer over every readable field is between two registers.
+        GROUP = 4                            # address bits (words) within a group
+        ar_full, r1_full = Signal(), Signal()
         ar_addr = Signal(len(bus.araddr[word]))
-        m.d.comb += bus.arready.eq(~ar_full & ~bus.rvalid)
+        r1_hi = Signal(max(1, len(ar_addr) - GROUP))
+        groups = sorted({(reg.offset >> 2) >> GROUP for reg in rm})
+        g_data = {g: Signal(32, name=f"r1_data{g}") for g in groups}
+        g_ok = {g: Signal(name=f"r1_ok{g}") for g in groups}
+        m.d.comb += bus.arready.eq(~ar_full & ~r1_full & ~bus.rvalid)
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
         with m.If(bus.arvalid & bus.arready):
             m.d.sync += [ar_full.eq(1), ar_addr.eq(bus.araddr[word])]
         with m.If(ar_full):
-            m.d.sync += [ar_full.eq(0), bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(SLVERR)]
-            with m.Switch(ar_addr):
-                for reg in rm:
-                    with m.Case(reg.offset >> 2):
-                        m.d.sync += [bus.rresp.eq(OKAY),
-                                     bus.rdata.eq(self._read_value(reg, readable))]
+            m.d.sync += [ar_full.eq(0), r1_full.eq(1), r1_hi.eq(ar_addr >> GROUP)]
+            for g in groups:
+                m.d.sync += [g_data[g].eq(0), g_ok[g].eq(0)]
+                with m.Switch(ar_addr[:GROUP]):
+                    for reg in rm:
+                        if (reg.offset >> 2) >> GROUP == g:
+                            with m.Case((reg.offset >> 2) & ((1 << GROUP) - 1)):
+                                m.d.sync += [g_ok[g].eq(1),
+                                             g_data[g].eq(self._read_value(reg, readable))]
+        with m.If(r1_full):
+            m.d.sync += [r1_full.eq(0), bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(SLVERR)]
+            with m.Switch(r1_hi):
+                for g in groups:
+                    with m.Case(g):
+                        with m.If(g_ok[g]):
+                            m.d.sync += [bus.rresp.eq(OKAY), bus.rdata.eq(g_data[g])]
 
         # --- interrupt -------------------------------------------------------------------
         pending = []

@@ -316,7 +316,7 @@ def test_unmapped_addresses(name):
 
 
 def test_latency():
-    """Read: rvalid two cycles after the AR handshake (one read per three cycles); write:
+    """Read: rvalid three cycles after the AR handshake (one read per four cycles); write:
     bvalid two cycles after the AW+W handshake (one write per two cycles)."""
     dut = block("tiny")
     bus = dut.s_axil
@@ -330,6 +330,8 @@ def test_latency():
         await ctx.tick()                            # AR handshake
         ctx.set(bus.arvalid, 0)
         assert not ctx.get(bus.rvalid) and not ctx.get(bus.arready)   # address registered
+        await ctx.tick()
+        assert not ctx.get(bus.rvalid) and not ctx.get(bus.arready)   # group values
         await ctx.tick()
         assert ctx.get(bus.rvalid) and not ctx.get(bus.arready)
         assert ctx.get(bus.rresp) == 0                                # OKAY
