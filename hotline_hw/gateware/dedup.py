@@ -19,11 +19,12 @@ A bank
   misses right behind a ``NEW`` to the same set read the word before that write: ``B2``
   puts the write of the cycle before into the word it registers, and the write of its own
   cycle (the op in ``B3``) into its ``B3`` (the written way is used, and holds its key if
-  the keys are equal, a compare of registers made in ``B2``). Three misses apart, the read sees the write (transparency).
-  A set is *touched* once written in the current mini-batch; an untouched set reads as
-  empty, so starting a mini-batch is one cycle (a register per set is cleared), never a
-  sweep of the RAM. Timing: the RAM read ends at a register; the compares, the way choice,
-  the ``NEW`` write and the result push each start from registers.
+  the keys are equal, a compare of registers made in ``B2``). Three misses apart, the read
+  sees the write (transparency). A set is *touched* once written in the current
+  mini-batch; an untouched set reads as empty, so starting a mini-batch is one cycle (a
+  register per set is cleared), never a sweep of the RAM. Timing: the RAM read ends at a
+  register; the compares, the way choice, the ``NEW`` write and the result push each start
+  from registers.
 * **res_q** (a shifting register queue, :class:`MultiQueue`): results in stream order, read
   ``lanes`` at a time by the fragmenter's retire stage, which gives every ``NEW`` its
   staging index in stream order.
@@ -178,7 +179,7 @@ class DedupBank(Elaboratable):
         # An op is issued when res_q has room for it and the ops in B1 .. B3. The stages
         # never stall: an op reads its set word at B0 in cycle c and writes at B3 in cycle
         # c + 3, so the word it reads misses the writes of cycles c + 1 and c + 2 (the two
-        # ops ahead of it), which B2 forwards into its B3.
+        # ops ahead of it): B2 puts the first into the word, B3 the second.
         b1_valid, b2_valid, b3_valid = Signal(), Signal(), Signal()
         b1_op = Signal(geo.op_layout(cfg))
         b2_op = Signal(geo.op_layout(cfg))

@@ -276,7 +276,9 @@ class RegisterBlock(wiring.Component):
         ar_full, r1_full = Signal(), Signal()
         ar_addr = Signal(len(bus.araddr[word]))
         r1_hi = Signal(max(1, len(ar_addr) - GROUP))
-        groups = sorted({(reg.offset >> 2) >> GROUP for reg in rm})
+        groups = {}                          # group -> its registers
+        for reg in rm:
+            groups.setdefault((reg.offset >> 2) >> GROUP, []).append(reg)
         g_data = {g: Signal(32, name=f"r1_data{g}") for g in groups}
         g_ok = {g: Signal(name=f"r1_ok{g}") for g in groups}
         m.d.comb += bus.arready.eq(~ar_full & ~r1_full & ~bus.rvalid)
@@ -286,14 +288,13 @@ class RegisterBlock(wiring.Component):
             m.d.sync += [ar_full.eq(1), ar_addr.eq(bus.araddr[word])]
         with m.If(ar_full):
             m.d.sync += [ar_full.eq(0), r1_full.eq(1), r1_hi.eq(ar_addr >> GROUP)]
-            for g in groups:
+            for g, regs in groups.items():
                 m.d.sync += [g_data[g].eq(0), g_ok[g].eq(0)]
                 with m.Switch(ar_addr[:GROUP]):
-                    for reg in rm:
-                        if (reg.offset >> 2) >> GROUP == g:
-                            with m.Case((reg.offset >> 2) & ((1 << GROUP) - 1)):
-                                m.d.sync += [g_ok[g].eq(1),
-                                             g_data[g].eq(self._read_value(reg, readable))]
+                    for reg in regs:
+                        with m.Case((reg.offset >> 2) & ((1 << GROUP) - 1)):
+                            m.d.sync += [g_ok[g].eq(1),
+                                         g_data[g].eq(self._read_value(reg, readable))]
         with m.If(r1_full):
             m.d.sync += [r1_full.eq(0), bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(SLVERR)]
             with m.Switch(r1_hi):
