@@ -112,6 +112,9 @@ class HotlineConfig:
     dedup_ways: int = field(default=4, metadata={"doc":
         "Ways per de-dup set; a miss whose de-dup set is full leaves as OVERFLOW "
         "(1..16; dedup_sets * dedup_ways >= staging_rows)."})
+    dedup_banks: int = field(default=0, metadata={"doc":
+        "Banks of the de-dup table, each looking up one miss per cycle (power of two, at most "
+        "dedup_sets / 2); 0: lanes banks (at least 2, at most dedup_sets / 2)."})
 
     # --- AXI and rows --------------------------------------------------------------------
     axi_data_bits: int = field(default=128, metadata={"doc":
@@ -262,6 +265,9 @@ class HotlineConfig:
         integer("dedup_ways", 1, 16)
         if self.dedup_sets * self.dedup_ways < self.staging_rows:
             fail("dedup_ways", f"dedup_sets * dedup_ways must be >= staging_rows ({self.staging_rows})")
+        integer("dedup_banks", 0, max(1, self.dedup_sets // 2))
+        if self.dedup_banks and not _is_pow2(self.dedup_banks):
+            fail("dedup_banks", "must be 0 (automatic) or a power of two")
 
         if self.axi_data_bits not in (64, 128, 256, 512):
             fail("axi_data_bits", "must be 64, 128, 256 or 512")

@@ -233,19 +233,23 @@ class StreamSink(_StreamModel):
     """Takes stream ``prefix`` out of the DUT, deasserting ``ready`` at random.
 
     ``backpressure_prob`` is the probability that ``ready`` is low in a cycle (changeable at
-    any time). Received beats queue up; read them with :meth:`recv` / :meth:`recv_nowait`.
+    any time). With ``stall_cycles`` N > 1 each stall drawn that way lasts 1..N cycles
+    (uniform), so ``ready`` comes in long low and high runs: a consumer that stops for a
+    while and then takes a burst, which fills the DUT's queues as random single-cycle
+    stalls rarely do. Received beats queue up; read them with :meth:`recv` / :meth:`recv_nowait`.
     With ``check_protocol`` (the default) the sink also fails the test when the DUT breaks the
     stream rule: once ``valid`` is high, it stays high and the payload stays unchanged until
     the beat is taken. Other parameters as :class:`StreamSource`.
     """
 
     def __init__(self, dut, prefix, clock, ports=None, *, backpressure_prob=0.0, seed=None,
-                 check_protocol=True):
+                 check_protocol=True, stall_cycles=1):
         super().__init__(dut, prefix, clock, ports, seed)
         self._check_dir("out")
         if self.ready is None or self.valid is None:
             raise ValueError(f"stream {prefix!r} has no ready or no valid: use StreamMonitor")
         self.backpressure_prob = backpressure_prob
+        self.stall_cycles = stall_cycles
         self.check_protocol = check_protocol
         self._queue = deque()
         self._event = Event()
@@ -269,6 +273,7 @@ class StreamSink(_StreamModel):
     async def _run(self):
         pending = None
         stalled = None          # the beat offered but not taken last cycle
+        hold = 0                # cycles of the current stall still to come
         while True:
             await RisingEdge(self.clock)
             self.cycle += 1
@@ -277,7 +282,12 @@ class StreamSink(_StreamModel):
                 self._queue.append(pending)
                 self._event.set()
                 pending = None
-            r = not (self.backpressure_prob and self.rng.random() < self.backpressure_prob)
+            if hold:
+                hold, r = hold - 1, False
+            else:
+                r = not (self.backpressure_prob and self.rng.random() < self.backpressure_prob)
+                if not r and self.stall_cycles > 1:
+                    hold = self.rng.randrange(self.stall_cycles)
             self.ready.value = 1 if r else 0
             await ReadOnly()
             if self._in_reset():

@@ -21,8 +21,13 @@ Environment: ``HOTLINE_TB_WORKLOAD`` (kaggle, dlrmv2, tiny; default by the key f
 ``HOTLINE_TB_BATCHES`` (trained mini-batches, default 50), ``HOTLINE_TB_BATCH_SIZE``
 (samples per mini-batch, default 16), ``HOTLINE_TB_LEARN`` (learned mini-batches, 8),
 ``HOTLINE_TB_IDLE``, ``HOTLINE_TB_BACKPRESSURE`` (probabilities, default 0.2 / 0.3),
+``HOTLINE_TB_STALL`` (longest output stall in cycles, default 1: each stall lasts 1..N
+cycles, so the outputs stop for a while and then take a burst: see ``StreamSink``),
 ``HOTLINE_TB_HOLES`` (0/1: framing variety, default 1), ``HOTLINE_TB_HOT`` (share of samples
-rebuilt from installed rows so that they are popular, default 0.2), ``HOTLINE_TB_REPORT``.
+rebuilt from installed rows so that they are popular, default 0.2), ``HOTLINE_TB_REPEATS``
+(samples added to the end of each mini-batch, each a few rows of its earlier samples: their
+indices are read back from the de-dup banks after the write queues drained, default 0),
+``HOTLINE_TB_REPORT``.
 """
 
 import json
@@ -99,8 +104,10 @@ async def fragment_trace(dut):
     batch = env("HOTLINE_TB_BATCH_SIZE", 16)
     idle = env("HOTLINE_TB_IDLE", 0.2)
     bp = env("HOTLINE_TB_BACKPRESSURE", 0.3)
+    stall = env("HOTLINE_TB_STALL", 1)
     variety = env("HOTLINE_TB_HOLES", 1)
     hot = env("HOTLINE_TB_HOT", 0.2)
+    repeats = env("HOTLINE_TB_REPEATS", 0)
     trace = synth.generate(workload, batches=n_learn + n_train, batch_size=batch, zipf=1.1,
                            seed=rng.randrange(1 << 30), bad_key_rate=0.005 if variety else 0.0,
                            table_bits=cfg.table_bits)
@@ -127,6 +134,9 @@ async def fragment_trace(dut):
             if rng.random() < hot:
                 s[:] = [rng.choice(by_table[k >> cfg.row_bits]) if (k >> cfg.row_bits) in by_table
                         else k for k in s]
+        pool = [k for s in samples for k in s]
+        for _ in range(repeats if pool else 0):
+            samples.append(rng.sample(pool, min(len(pool), rng.randrange(1, 2 * cfg.lanes + 1))))
         mb = frame_lookup_beats(samples, cfg.lanes, rng=nprng,
                                 hole_prob=0.1 if variety else 0.0,
                                 empty_end_prob=0.1 if variety else 0.0)
@@ -158,7 +168,7 @@ async def fragment_trace(dut):
 
     src = StreamSource(dut, "lookups", dut.clk, idle_prob=idle)
     mon = StreamMonitor(dut, "lookups", dut.clk)
-    sinks = {n: StreamSink(dut, n, dut.clk, backpressure_prob=bp)
+    sinks = {n: StreamSink(dut, n, dut.clk, backpressure_prob=bp, stall_cycles=stall)
              for n in ("popular", "nonpopular", "gather")}
     for x in flat:
         src.send_nowait(x)

@@ -57,8 +57,11 @@ KIND_NEW, KIND_DUP, KIND_FULL = 1, 2, 3
 
 
 def dedup_banks(cfg):
-    """Banks of the de-dup table: ``2 * lanes`` (at least 2), at most ``dedup_sets / 2``."""
-    return max(1, min(cfg.dedup_sets // 2, max(2, 2 * cfg.lanes)))
+    """Banks of the de-dup table: ``cfg.dedup_banks``; when 0, ``lanes`` (at least 2), at
+    most ``dedup_sets / 2`` (one bank when ``dedup_sets`` is 1)."""
+    if cfg.dedup_banks:
+        return cfg.dedup_banks
+    return max(1, min(cfg.dedup_sets // 2, max(2, cfg.lanes)))
 
 
 def _pow2_at_least(n):

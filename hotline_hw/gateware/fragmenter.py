@@ -20,7 +20,7 @@ Pipeline
    the beat's misses to its de-dup bank and the misses per bank; from there dispatch
    pushes the sample's verdict into the **verdict FIFO** as soon as it is known (at its first
    lookup that is not a hit: non-popular; at its end: popular); pushes each miss into its
-   de-dup bank (:mod:`.dedup`, up to ``lanes`` misses a cycle over ``2 * lanes`` banks); and
+   de-dup bank (:mod:`.dedup`, up to ``lanes`` misses a cycle over ``dedup_banks`` banks); and
    pushes the beat into the **beat FIFO**, which holds it until its sample's verdict and its
    misses' de-dup results are known. The first beat of a mini-batch waits until everything of
    the previous one has left (about 10 cycles), then starts the banks' new mini-batch.
@@ -49,7 +49,8 @@ With no backpressure the input takes one beat per cycle, also across samples, ex
 first beat of a mini-batch waits for the previous mini-batch to drain (``DRAIN_CYCLES``,
 about 10, per mini-batch; beats already accepted keep the input busy meanwhile); (b) a
 de-dup bank offered more misses than its queue holds (``lanes`` misses can land in one bank;
-on average a bank gets ``lanes * miss_rate / (2 * lanes)`` < 0.5 per cycle); (c) a repeated
+on average a bank gets ``lanes * miss_rate / banks`` per cycle, under 1 with a bank per lane
+and fewer than all lookups missing); (c) a repeated
 row whose first occurrence is neither in its own beat, nor in the beat being assigned or
 the beat retired last, nor resolved by its bank yet waits for its bank's resolver (two to
 four cycles). A popular sample's beats leave once its last beat is dispatched; other

@@ -189,6 +189,16 @@ def test_fragmenter_matches_golden(lanes, seed):
     assert c.lookups and c.bad_keys and c.long_samples
 
 
+@pytest.mark.parametrize("lanes,banks", [(1, 4), (2, 8), (4, 1), (4, 2), (8, 2)])
+def test_dedup_bank_counts(lanes, banks):
+    """``dedup_banks`` set by hand, fewer or more banks than lanes: banking changes no result
+    (a bank per set, misses in stream order), so every output equals the golden model's."""
+    cfg = make_cfg(lanes, staging_rows=16, dedup_sets=16, dedup_ways=2, dedup_banks=banks)
+    assert dedup_banks(cfg) == banks
+    exp, _ = check(cfg, *random_case(cfg, 40 + banks), seed=banks)
+    assert exp.counters.staged_rows > 10
+
+
 def test_fragmenter_hash_cam():
     cfg = make_cfg(2, "hash")
     check(cfg, *random_case(cfg, 7), seed=7)
