@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Regenerate the project's performance report (``docs/performance.md`` + ``docs/perf/*.png``).
 
-    .venv/bin/python bench/perf_report.py [--quick] [--sweep] [--cached-only] [-o docs]
+    .venv/bin/python bench/perf_report.py [--quick] [--sweep] [--cached-only] [--save-results]
+                                          [--no-store] [-o docs]
 
 What it does
 ------------
@@ -19,9 +20,14 @@ What it does
    current sources generate (generated once per source version and remembered in
    ``build/perf/verilog_sha.json``), otherwise *stale* (shown, marked, never silently mixed).
    A configuration whose build directory has no ``result.json`` yet is *missing* (a run in
-   progress or interrupted).
+   progress or interrupted). The committed **results store** ``bench/results`` is searched
+   the same way: ``--save-results`` copies each current result into it (``config.json``,
+   ``result.json`` and the sha256 of the Verilog, ``verilog.sha256``, which tells current
+   from stale as ``hotline.v`` does in the cache), with the measurements, so that
+   ``--cached-only`` on a fresh clone reproduces the report without running a tool;
+   ``--no-store`` ignores it.
 2. **Cheap measurements** (skipped by ``--cached-only``, which reuses the last ones saved in
-   ``build/perf/measurements.json``):
+   ``build/perf/measurements.json``, else the results store's):
    * Verilog generation time per preset (``export.write(HotlineAccelerator(cfg), ...)``);
    * fragmenter input throughput (effective lookups per cycle) per lanes, Verilator
      (``bench/fragmenter_bench.py``'s ``run_case``; ``--quick``: lanes 4, short traces);
@@ -71,6 +77,11 @@ IMPL_OPTIONS = {"device": "85k", "package": "CABGA381", "speed": 6, "freq_mhz": 
 PERF_DIR = REPO / "build" / "perf"
 MEASUREMENTS = PERF_DIR / "measurements.json"
 SHA_MEMO = PERF_DIR / "verilog_sha.json"
+#: The committed results store (``--save-results``): for each design point the last
+#: ``config.json`` + ``result.json`` of its implementation and the sha256 of the Verilog it
+#: was built from (``verilog.sha256``, instead of the Verilog), and the cheap measurements,
+#: so that a fresh clone regenerates the report (``--cached-only``) without hours of tools.
+STORE = REPO / "bench" / "results"
 
 
 # --- design points ---------------------------------------------------------------------------
@@ -200,14 +211,34 @@ def _file_sha(path):
         return None
 
 
+def _verilog_sha(d):
+    """sha256 of the Verilog a cache entry was built from: of its ``hotline.v``, else the one
+    recorded in a results-store entry (``verilog.sha256``); None when neither exists."""
+    sha = _file_sha(Path(d) / "hotline.v")
+    if sha is None:
+        try:
+            sha = (Path(d) / "verilog.sha256").read_text().strip() or None
+        except OSError:
+            sha = None
+    return sha
+
+
 # --- the OOC cache ---------------------------------------------------------------------------
 
-def scan_cache(cache_dir):
-    """Every entry of an ``fpga.ooc`` cache directory: ``{dir, kind, fields, result, mtime}``;
+def scan_cache(cache_dir, store=None):
+    """Every entry of an ``fpga.ooc`` cache directory, then of the results store's ``impl``
+    directory when ``store`` is given: ``{dir, kind, fields, result, mtime, stored}``;
     ``kind`` is ``impl`` or ``generic``, ``fields`` the configuration without its name (None
-    when the entry has no ``config.json``: generic entries), ``result`` None while running."""
+    when the entry has no ``config.json``: generic entries), ``result`` None while running,
+    ``stored`` True for a store entry."""
+    out = _scan_dir(Path(cache_dir), False)
+    if store is not None:
+        out += _scan_dir(Path(store) / "impl", True)
+    return out
+
+
+def _scan_dir(cache_dir, stored):
     out = []
-    cache_dir = Path(cache_dir)
     if not cache_dir.is_dir():
         return out
     for d in sorted(cache_dir.iterdir()):
@@ -230,7 +261,10 @@ def scan_cache(cache_dir):
             mtime = (d / "result.json").stat().st_mtime if res else d.stat().st_mtime
         except OSError:
             mtime = 0
-        out.append({"dir": d, "kind": kind, "fields": fields, "result": res, "mtime": mtime})
+        if stored:      # a store entry's age is its result's, not the checkout's
+            mtime = float((res or {}).get("stored_at", 0))
+        out.append({"dir": d, "kind": kind, "fields": fields, "result": res, "mtime": mtime,
+                    "stored": stored})
     return out
 
 
@@ -291,14 +325,15 @@ def _classify(cands, cfg, ident):
         return _entry("unverified", e["result"], "not checked against the current sources",
                       e["dir"])
     for e in cands:
-        if _file_sha(e["dir"] / "hotline.v") == want:
+        if _verilog_sha(e["dir"]) == want:
             return _entry("current", e["result"], "", e["dir"])
     e = cands[0]
     return _entry("stale", e["result"], "built from an earlier version of the sources",
                   e["dir"])
 
 
-def lookup_impl(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None, use_index=True):
+def lookup_impl(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None, use_index=True,
+                store=None):
     """The cached ``fpga.ooc.implement`` result of ``cfg`` (options :data:`IMPL_OPTIONS`),
     never running a tool: ``{status, result, note, dir}`` with status ``current``,
     ``stale``, ``unverified`` or ``missing``."""
@@ -312,7 +347,7 @@ def lookup_impl(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None, use
                 res = None
             if res is not None:
                 return _entry("current", res, "", cache_dir / res.get("digest", ""))
-    scan = scan_cache(cache_dir) if scan is None else scan
+    scan = scan_cache(cache_dir, store) if scan is None else scan
     key = _fields(cfg.to_json())
     same = [e for e in scan if e["kind"] == "impl" and e["fields"] == key]
     done = [e for e in same if e["result"] is not None and _match_opts(e["result"])]
@@ -324,11 +359,11 @@ def lookup_impl(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None, use
     return _entry("missing", None, "not in cache")
 
 
-def lookup_generic(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None):
+def lookup_generic(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None, store=None):
     """The cached ``fpga.ooc.generic_cells`` result of ``cfg`` (same statuses as
     :func:`lookup_impl`). Generic entries hold no ``config.json``: they are matched by name
     and told current or stale by their Verilog."""
-    scan = scan_cache(cache_dir) if scan is None else scan
+    scan = scan_cache(cache_dir, store) if scan is None else scan
     same = [e for e in scan if e["kind"] == "generic"
             and ((e["result"] or {}).get("config") == cfg.name
                  or (e["fields"] is not None and e["fields"] == _fields(cfg.to_json())))]
@@ -339,10 +374,10 @@ def lookup_generic(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None):
 
 
 def collect_impl(points, cache_dir, *, ident=None, run_missing=False, progress="lines",
-                 log=print, synth_only=False):
+                 log=print, synth_only=False, store=None):
     """``{point.key: entry}`` for every point; with ``run_missing`` implement what is not
     current (``fpga.ooc.implement`` / ``generic_cells``)."""
-    scan = scan_cache(cache_dir)
+    scan = scan_cache(cache_dir, store)
     out = {}
     for p in points:
         look = lookup_generic if p.group == "generic" else lookup_impl
@@ -352,7 +387,7 @@ def collect_impl(points, cache_dir, *, ident=None, run_missing=False, progress="
                    and bool((e.get("result") or {}).get("synth_only")))
         if run_missing and (e["status"] != "current" or partial):
             e = _run_point(p, cache_dir, progress, log, synth) or e
-            scan = scan_cache(cache_dir)
+            scan = scan_cache(cache_dir, store)
         out[p.key] = e
     return out
 
@@ -366,14 +401,14 @@ def _diff_text(cfg):
     return f"{base.name}" + (f" with {', '.join(d)}" if d else "")
 
 
-def other_results(points, impl, cache_dir, *, ident=None):
+def other_results(points, impl, cache_dir, *, ident=None, store=None):
     """Cached OOC results of configurations outside ``points`` (other engineers' variants):
     ``(extra points, {key: entry})``, newest per configuration."""
     from hotline_hw.config import HotlineConfig
     used = {e.get("dir") for e in impl.values() if e.get("dir")}
     known = {_cfg_key(p.cfg) for p in points if p.group != "generic"}
     seen, pts, out = set(), [], {}
-    for e in sorted(scan_cache(cache_dir), key=lambda e: -e["mtime"]):
+    for e in sorted(scan_cache(cache_dir, store), key=lambda e: -e["mtime"]):
         if e["kind"] != "impl" or e["result"] is None or str(e["dir"]) in used:
             continue
         if e["fields"] is None or not _match_opts(e["result"]):
@@ -390,6 +425,52 @@ def other_results(points, impl, cache_dir, *, ident=None):
         pts.append(Point(key, "other", cfg))
         out[key] = _classify([e], cfg, ident)
     return pts, out
+
+
+def save_results(impl, measure, store=STORE, log=print):
+    """Copy into the results store every ``current`` implementation result of ``impl`` that
+    comes from the cache (its ``config.json`` when it has one, its ``result.json`` with the
+    time it was stored, and the sha256 of its ``hotline.v``), replacing the store's older
+    entries of the same configuration and kind, and the measurements. Returns the number
+    of results stored."""
+    import shutil
+    store = Path(store)
+    impl_dir = store / "impl"
+    n = 0
+    stored = _scan_dir(impl_dir, True)
+    for e in impl.values():
+        d = Path(e["dir"]) if e.get("dir") else None
+        if e.get("status") != "current" or d is None or not (d / "result.json").exists():
+            continue
+        if d.parent.resolve() == impl_dir.resolve():
+            continue                                   # already a store entry
+        sha = _file_sha(d / "hotline.v")
+        if sha is None:
+            continue
+        res = json.loads((d / "result.json").read_text())
+        kind = "generic" if "gates" in res else "impl"
+        try:
+            fields = _fields((d / "config.json").read_text())
+        except (OSError, ValueError):
+            fields = None
+        for old in stored:
+            same = (old["fields"] == fields if fields is not None
+                    else (old["result"] or {}).get("config") == res.get("config"))
+            if (old["kind"] == kind and same and bool((old["result"] or {}).get("synth_only"))
+                    == bool(res.get("synth_only"))):
+                shutil.rmtree(old["dir"], ignore_errors=True)
+        dest = impl_dir / d.name
+        dest.mkdir(parents=True, exist_ok=True)
+        if fields is not None:
+            shutil.copyfile(d / "config.json", dest / "config.json")
+        res["stored_at"] = (d / "result.json").stat().st_mtime
+        _save_json(dest / "result.json", res)
+        (dest / "verilog.sha256").write_text(sha + "\n")
+        n += 1
+    if measure:
+        _save_json(store / "measurements.json", measure)
+    log(f"[perf] stored {n} implementation results and the measurements in {store}")
+    return n
 
 
 def _sweep_yosys():
@@ -949,7 +1030,8 @@ def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/
         f"_Generated by `{command}` on {date}. Do not edit by hand: rerun the command._",
         "",
         f"Implementation figures come from the out-of-context flow (`fpga/ooc.py`, "
-        f"`hotline-hw impl`) cache `{cache_dir}`: ECP5-85F (LFE5U-85F, CABGA381, speed grade "
+        f"`hotline-hw impl`) cache `{cache_dir}` and the committed results store "
+        "`bench/results` (saved by `--save-results`): ECP5-85F (LFE5U-85F, CABGA381, speed grade "
         "6, the slowest), Yosys `synth_ecp5` + nextpnr-ecp5, the core's own resources (the "
         "OOC wrapper's cost removed). "
         f"{n_have} of {n_pts} design points have a result; points not in the cache are "
@@ -958,8 +1040,9 @@ def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/
     ]
     parts.append(
         "\nSimulation measurements (fragmenter, DMA, simulators, generation times) "
-        + ("were reused from `build/perf/measurements.json`, saved by earlier runs of this "
-           "command without `--cached-only`" if "--cached-only" in command else
+        + ("were reused from `build/perf/measurements.json` (else `bench/results/"
+           "measurements.json`), saved by earlier runs of this command without "
+           "`--cached-only`" if "--cached-only" in command else
            "were taken by this run or, for what it did not measure, reused from earlier runs")
         + "; each table gives the time it was measured. Wall-clock figures come from a "
         "2-core machine shared with long Yosys/nextpnr jobs: treat them as upper bounds.")
@@ -1152,15 +1235,20 @@ def report(args, log=print):
     """Everything ``main`` does, from parsed ``args``; returns ``(rows, measure, md_path)``."""
     cache_dir = Path(args.cache_dir)
     ident = None if args.no_verify else VerilogIdentity()
-    measure = _load_json(MEASUREMENTS, {})
+    store = None if getattr(args, "no_store", False) else STORE
+    measure = _load_json(MEASUREMENTS, None)
+    if measure is None:         # a fresh clone: the measurements of the results store
+        measure = _load_json(Path(store) / "measurements.json", {}) if store else {}
     if not args.cached_only:
         measure = run_measurements(args.quick, args.sweep, measure, ident, log,
                                    save=lambda m: _save_json(MEASUREMENTS, m))
     points = design_points()
     impl = collect_impl(points, cache_dir, ident=ident, run_missing=args.sweep and not
                         args.cached_only, log=log,
-                        synth_only=getattr(args, "synth_only", False))
-    extra, extra_impl = other_results(points, impl, cache_dir, ident=ident)
+                        synth_only=getattr(args, "synth_only", False), store=store)
+    extra, extra_impl = other_results(points, impl, cache_dir, ident=ident, store=store)
+    if getattr(args, "save_results", False):
+        save_results(dict(impl, **extra_impl), measure, store or STORE, log=log)
     rows = assemble(points + extra, dict(impl, **extra_impl), measure)
     outdir = Path(args.output)
     plots = make_plots(rows, outdir / "perf")
@@ -1186,8 +1274,14 @@ def main(argv=None):
                          "(resources and logic depth, no Fmax; ~10 min per ulx3s point "
                          "instead of an hour)")
     ap.add_argument("--cached-only", action="store_true",
-                    help="run nothing: OOC results from the cache, measurements from "
-                         "build/perf/measurements.json")
+                    help="run nothing: OOC results from the cache and the results store, "
+                         "measurements from build/perf/measurements.json (else the store's)")
+    ap.add_argument("--save-results", action="store_true",
+                    help="copy the current implementation results and the measurements into "
+                         "the committed results store (bench/results), so that a fresh clone "
+                         "regenerates this report with --cached-only")
+    ap.add_argument("--no-store", action="store_true",
+                    help="ignore the results store (bench/results): the local cache only")
     ap.add_argument("--no-verify", action="store_true",
                     help="do not generate Verilog to tell current cache entries from stale ones")
     ap.add_argument("--cache-dir", default="build/impl", help="fpga.ooc cache (build/impl)")
