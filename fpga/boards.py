@@ -72,11 +72,12 @@ BOARDS = {b.name: b for b in (
               bitstream=("top.bit", "top.svf"),
               # synth_ecp5's last step, `check`, starts with `autoname`, which ran for 15+
               # minutes without end on the ULX3S board top in Yosys 0.23 (the core alone:
-              # seconds); stop before it and run the rest of the step. router2 routes the
-              # 85 %-full device where router1 crawls (docs/implementation.md).
+              # seconds); stop before it and run the rest of the step. nextpnr's default
+              # router1: with one de-dup bank per lane the board top fills 60 % of the
+              # logic cells, and router2 stopped converging on it (overused wires 69,967
+              # -> 481 at iteration 42, then rising; docs/implementation.md).
               synth_opts="-run begin:check",
-              script_after_synth="hierarchy -check\nstat\ncheck -noinit\nblackbox =A:whitebox",
-              nextpnr_opts="--router router2"),
+              script_after_synth="hierarchy -check\nstat\ncheck -noinit\nblackbox =A:whitebox"),
     BoardSpec("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "ice40", "tiny",
               "1BitSquared iCEBreaker, iCE40 UP5K (5280 LUT4, 30 BRAM), 12 MHz",
               leds=("fail", "pass_hb"), button=("button", 0), overrides=ICE40_OVERRIDES,

@@ -187,7 +187,6 @@ class DedupBank(Elaboratable):
         b1_op = Signal(geo.op_layout(cfg))
         b2_op = Signal(geo.op_layout(cfg))
         b3_op = Signal(geo.op_layout(cfg))
-        b1_touched = Signal()
         op = in_q.peek[0]
         issue = Signal()
         m.d.comb += [
@@ -195,23 +194,19 @@ class DedupBank(Elaboratable):
             in_q.pop_n.eq(issue),
             rp.addr.eq(op.lset),
         ]
-        # The set is touched if a write before this cycle touched it, or if the op in B3
-        # (which writes now, seen through the read port's transparency) is on this set: if
-        # that op does not write, the set was touched already (it found a used way).
-        m.d.sync += [
-            b1_valid.eq(issue),
-            b1_op.eq(op),
-            b1_touched.eq(touched.bit_select(op.lset, 1)
-                          | (b3_valid & (b3_op.lset == op.lset))),
-        ]
+        m.d.sync += [b1_valid.eq(issue), b1_op.eq(op)]
 
         # --- B1: the set word arrives, straight into a register ----------------------------
         # (timing: the block RAM's clock-to-output ends at flip-flops; the DP16KD has no
-        # output register in Yosys' mapping)
+        # output register in Yosys' mapping). The set's touched bit is read here, from the
+        # registered set (a `sets`-to-1 multiplexer: from the queue's head entry it was the
+        # slowest path of `ulx3s`). The word read at B0 holds every write up to that cycle
+        # (the read port is transparent to B3's write); `touched` now holds the same
+        # writes, as B3's write of the B0 cycle has been registered into it.
         b2_raw = Signal(word_layout)
         b2_touched = Signal()
         m.d.sync += [b2_valid.eq(b1_valid), b2_op.eq(b1_op), b2_raw.eq(rp.data),
-                     b2_touched.eq(b1_touched)]
+                     b2_touched.eq(touched.bit_select(b1_op.lset, 1))]
 
         # --- B2: compare the ways; put in the writes the word missed ------------------------
         # The word read missed the writes of this cycle (the op in B3) and of the cycle
