@@ -157,7 +157,8 @@ def _summary(family, pnr, ys):
         s = {"lut4": lut, "ff": ff, "logic_cells": lc, "bram": bram, "dsp": dsp}
     else:
         comb = u.get("TRELLIS_COMB")
-        s = {"lut4": ys.get("LUT4"), "ff": u.get("TRELLIS_FF", [ys.get("TRELLIS_FF"), None]),
+        s = {"lut4": ys.get("LUT4"), "luts": lattice_luts(ys),
+             "ff": u.get("TRELLIS_FF", [ys.get("TRELLIS_FF"), None]),
              "comb": comb, "bram": u.get("DP16KD"), "dsp": u.get("MULT18X18D"),
              "slices": u.get("TRELLIS_SLICE")}
     f = list(pnr["fmax_mhz"].values())
@@ -167,26 +168,87 @@ def _summary(family, pnr, ys):
     return s
 
 
-def _ooc_result(cfg, family):
-    """The out-of-context core result of ``fpga.ooc``, if it has a cached one (optional)."""
+def lattice_luts(cells):
+    """LUT4s as Lattice and :mod:`fpga.ooc` count them (LUT4 cells + 2 per CCU2C + 4 per
+    TRELLIS_DPR16X4) from Yosys cell counts; None without a LUT4 count."""
+    if cells.get("LUT4") is None:
+        return None
+    return cells["LUT4"] + 2 * cells.get("CCU2C", 0) + 4 * cells.get("TRELLIS_DPR16X4", 0)
+
+
+def _cfg_fields(d):
+    d = d.get("config", d)
+    return {k: v for k, v in d.items() if k != "name"}
+
+
+def _ooc_result(cfg, family, cache_dir=Path("build/impl"), verilog_sha=None):
+    """The newest placed and routed out-of-context implementation (:mod:`fpga.ooc`, its
+    cache ``cache_dir``) of ``cfg``'s configuration (name aside), for an ECP5 board: the
+    core's own ``luts``/``ffs``/``brams``/``dsps``/``fmax_mhz``, its ``dir`` and ``current``
+    (its Verilog equals ``verilog_sha``, the core the board embeds; None when unknown).
+    None when the cache holds no such result or the board is not an ECP5."""
+    if family != "ecp5":
+        return None
+    want = _cfg_fields(json.loads(cfg.to_json()))
+    best = None
+    for res_path in Path(cache_dir).glob("*/result.json"):
+        d = res_path.parent
+        try:
+            fields = _cfg_fields(json.loads((d / "config.json").read_text()))
+            res = json.loads(res_path.read_text())
+        except (OSError, ValueError):
+            continue
+        if fields != want or res.get("synth_only") or "luts" not in res:
+            continue
+        t = res_path.stat().st_mtime
+        if best is None or t > best[0]:
+            best = (t, res, d)
+    if best is None:
+        return None
+    _, res, d = best
+    out = {k: res.get(k) for k in ("luts", "ffs", "brams", "dsps", "fmax_mhz")}
+    out["dir"] = str(d)
+    out["current"] = None
+    if verilog_sha is not None and (d / "hotline.v").exists():
+        import hashlib
+        out["current"] = hashlib.sha256((d / "hotline.v").read_bytes()).hexdigest() == verilog_sha
+    return out
+
+
+def _core_verilog_sha(cfg):
+    """sha256 of the core's Verilog as the OOC flow generates it (None on any error)."""
     try:
-        from . import ooc
+        import hashlib
+        from hotline_hw.gateware.export import export
+        from hotline_hw.gateware.top import HotlineAccelerator
+        text, _ = export(HotlineAccelerator(cfg), "hotline")
+        return hashlib.sha256(text.encode()).hexdigest()
     except Exception:
         return None
-    for name in ("cached_result", "load_cached", "cached"):
-        fn = getattr(ooc, name, None)
-        if callable(fn):
-            for args in ((cfg, family), (cfg,)):
-                try:
-                    r = fn(*args)
-                except TypeError:
-                    continue
-                except Exception:
-                    return None
-                if r is None:
-                    return None
-                return r if isinstance(r, dict) else getattr(r, "__dict__", {"result": str(r)})
-    return None
+
+
+def _with_ooc(report, cfg, cache_dir=Path("build/impl")):
+    """``report`` with the OOC core's figures (``ooc_core``) and the board's difference
+    from them (``board_minus_core``: the board glue), looked up now."""
+    ooc = _ooc_result(cfg, report["family"], cache_dir,
+                      verilog_sha=_core_verilog_sha(cfg) if report["family"] == "ecp5" else None)
+    report["ooc_core"] = ooc
+    s = report.get("summary", {})
+    if ooc and s.get("luts") is not None:
+        ff = s.get("ff")
+        ff = ff[0] if isinstance(ff, (list, tuple)) else ff
+        bram = s.get("bram")
+        bram = bram[0] if isinstance(bram, (list, tuple)) else bram
+        dsp = s.get("dsp")
+        dsp = dsp[0] if isinstance(dsp, (list, tuple)) else dsp
+        report["board_minus_core"] = {
+            "luts": s["luts"] - ooc["luts"] if ooc.get("luts") is not None else None,
+            "ffs": ff - ooc["ffs"] if None not in (ff, ooc.get("ffs")) else None,
+            "brams": bram - ooc["brams"] if None not in (bram, ooc.get("brams")) else None,
+            "dsps": dsp - ooc["dsps"] if None not in (dsp, ooc.get("dsps")) else None}
+    else:
+        report["board_minus_core"] = None
+    return report
 
 
 def run_build(plan, out, *, keep_files=False, force=False, log=print):
@@ -201,7 +263,7 @@ def run_build(plan, out, *, keep_files=False, force=False, log=print):
         if old and old.get("digest") == plan.digest and old.get("ok") and all(
                 (out / f).exists() for f in plan.spec.bitstream):
             old["cached"] = True
-            return old
+            return _with_ooc(old, plan.cfg)
     if out.exists():
         for f in plan.plan.files:
             p = out / f
@@ -267,9 +329,9 @@ def run_build(plan, out, *, keep_files=False, force=False, log=print):
         "nextpnr": pnr, "yosys_cells": ys,
         "bitstream": [f for f in plan.spec.bitstream if (out / f).exists()],
         "program": desc["program"], "expected_uart_line": desc["expected_uart_line"],
-        "ooc_core": _ooc_result(plan.cfg, plan.spec.family),
         "cached": False,
     }
+    _with_ooc(report, plan.cfg)
     rep_path.write_text(json.dumps(report, indent=2, default=str) + "\n")
     if not keep_files:
         keep = set(KEEP) | set(plan.spec.bitstream) | {"program.txt"}
@@ -314,7 +376,20 @@ def format_report(rep):
                  f"place+route {st.get('pnr_s', '-')} s, pack {st.get('pack_s', '-')} s)")
     ooc = rep.get("ooc_core")
     if ooc:
-        lines.append(f"  out-of-context core (fpga.ooc): {ooc}")
+        cur = {True: "same Verilog as this board's core", False: "built from other sources",
+               None: "sources not compared"}[ooc.get("current")]
+        lines.append(f"  out-of-context core (fpga.ooc, {cur}): LUT4 {ooc.get('luts')}, FF "
+                     f"{ooc.get('ffs')}, DP16KD {ooc.get('brams')}, MULT18 {ooc.get('dsps')}, "
+                     f"Fmax {ooc.get('fmax_mhz') or 0:.1f} MHz")
+        g = rep.get("board_minus_core")
+        if g:
+            lines.append("  board - core (the board glue): "
+                         + ", ".join(f"{n} {v:+d}" for n, v in (
+                             ("LUT4", g["luts"]), ("FF", g["ffs"]), ("DP16KD", g["brams"]),
+                             ("MULT18", g["dsps"])) if v is not None))
+    elif rep["family"] == "ecp5":
+        lines.append("  out-of-context core: none in build/impl (run `hotline-hw impl` with "
+                     "the same configuration to compare)")
     lines.append(f"  bitstream: {', '.join(rep['bitstream']) or '-'}; UART 115200 8N1 "
                  f"prints per run: {rep['expected_uart_line']}")
     return "\n".join(lines)

@@ -338,3 +338,35 @@ def test_ice40_build(tmp_path):
     assert rep["summary"]["fmax_mhz"] >= 12
     r = run_cli("fpga", "--board", "hx8k", "-o", str(tmp_path), timeout=300)
     assert r.returncode == 0 and "cached" in r.stdout
+
+
+def test_board_report_compares_with_the_out_of_context_core(tmp_path):
+    """An ECP5 board report takes the newest placed OOC result of the same configuration
+    (name aside) from the implementation cache, tells whether it was built from the same
+    core Verilog, and gives the board's difference from it (the board glue)."""
+    import hashlib
+    from fpga import build
+    cfg = preset("ulx3s")
+    cache = tmp_path / "impl"
+
+    def entry(name, c, res, verilog):
+        d = cache / name
+        d.mkdir(parents=True)
+        (d / "config.json").write_text(c.to_json())
+        (d / "result.json").write_text(json.dumps(res))
+        (d / "hotline.v").write_text(verilog)
+    core = {"luts": 52000, "ffs": 25000, "brams": 166, "dsps": 5, "fmax_mhz": 49.4}
+    entry("a", cfg.replace(name="ulx3s-custom"), core, "module core;")
+    entry("b", cfg.replace(lanes=2), dict(core, luts=1), "module other;")
+    entry("c", cfg, dict(core, luts=2, synth_only=True), "module core;")   # not placed
+    sha = hashlib.sha256(b"module core;").hexdigest()
+    got = build._ooc_result(cfg, "ecp5", cache, verilog_sha=sha)
+    assert got["luts"] == 52000 and got["current"] is True and got["dir"].endswith("a")
+    assert build._ooc_result(cfg, "ecp5", cache, verilog_sha="0")["current"] is False
+    assert build._ooc_result(cfg, "ice40", cache) is None
+    assert build._ooc_result(cfg.replace(lanes=8), "ecp5", cache) is None
+    rep = {"family": "ecp5", "summary": {"luts": 53500, "ff": [26000, 83640],
+                                         "bram": [177, 208], "dsp": [5, 156]}}
+    build._with_ooc(rep, cfg, cache)
+    assert rep["board_minus_core"] == {"luts": 1500, "ffs": 1000, "brams": 11, "dsps": 0}
+    assert build.lattice_luts({"LUT4": 10, "CCU2C": 3, "TRELLIS_DPR16X4": 2}) == 24
