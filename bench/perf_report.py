@@ -21,7 +21,7 @@ What it does
    ``build/perf/verilog_sha.json``), otherwise *stale* (shown, marked, never silently mixed).
    A configuration whose build directory has no ``result.json`` yet is *missing* (a run in
    progress or interrupted). The committed **results store** ``bench/results`` is searched
-   the same way: ``--save-results`` copies each current result into it (``config.json``,
+   the same way: ``--save-results`` copies each result of the report into it (``config.json``,
    ``result.json`` and the sha256 of the Verilog, ``verilog.sha256``, which tells current
    from stale as ``hotline.v`` does in the cache), with the measurements, so that
    ``--cached-only`` on a fresh clone reproduces the report without running a tool;
@@ -428,8 +428,9 @@ def other_results(points, impl, cache_dir, *, ident=None, store=None):
 
 
 def save_results(impl, measure, store=STORE, log=print):
-    """Copy into the results store every ``current`` implementation result of ``impl`` that
-    comes from the cache (its ``config.json`` when it has one, its ``result.json`` with the
+    """Copy into the results store every implementation result of ``impl`` (``current`` or
+    ``stale``: the store keeps its Verilog's sha256, so it stays marked) that comes from the
+    cache (its ``config.json`` when it has one, its ``result.json`` with the
     time it was stored, and the sha256 of its ``hotline.v``), replacing the store's older
     entries of the same configuration and kind, and the measurements. Returns the number
     of results stored."""
@@ -440,7 +441,8 @@ def save_results(impl, measure, store=STORE, log=print):
     stored = _scan_dir(impl_dir, True)
     for e in impl.values():
         d = Path(e["dir"]) if e.get("dir") else None
-        if e.get("status") != "current" or d is None or not (d / "result.json").exists():
+        if e.get("status") not in ("current", "stale") or d is None \
+                or not (d / "result.json").exists():
             continue
         if d.parent.resolve() == impl_dir.resolve():
             continue                                   # already a store entry
@@ -1277,7 +1279,8 @@ def main(argv=None):
                     help="run nothing: OOC results from the cache and the results store, "
                          "measurements from build/perf/measurements.json (else the store's)")
     ap.add_argument("--save-results", action="store_true",
-                    help="copy the current implementation results and the measurements into "
+                    help="copy the implementation results of the report (current or stale) and the "
+                         "measurements into "
                          "the committed results store (bench/results), so that a fresh clone "
                          "regenerates this report with --cached-only")
     ap.add_argument("--no-store", action="store_true",
