@@ -219,12 +219,16 @@ def _core_verilog_sha(cfg):
     """sha256 of the core's Verilog as the OOC flow generates it (None on any error)."""
     try:
         import hashlib
-        from hotline_hw.gateware.export import export
-        from hotline_hw.gateware.top import HotlineAccelerator
-        text, _ = export(HotlineAccelerator(cfg), "hotline")
+        from .ooc import _generate
+        text, _ = _generate(cfg)
         return hashlib.sha256(text.encode()).hexdigest()
     except Exception:
         return None
+
+
+def _used(v):
+    """The used count of a ``[used, available]`` utilisation pair (or a bare count)."""
+    return v[0] if isinstance(v, (list, tuple)) else v
 
 
 def _with_ooc(report, cfg, cache_dir=Path("build/impl")):
@@ -235,17 +239,10 @@ def _with_ooc(report, cfg, cache_dir=Path("build/impl")):
     report["ooc_core"] = ooc
     s = report.get("summary", {})
     if ooc and s.get("luts") is not None:
-        ff = s.get("ff")
-        ff = ff[0] if isinstance(ff, (list, tuple)) else ff
-        bram = s.get("bram")
-        bram = bram[0] if isinstance(bram, (list, tuple)) else bram
-        dsp = s.get("dsp")
-        dsp = dsp[0] if isinstance(dsp, (list, tuple)) else dsp
+        board = {"luts": s["luts"], "ffs": _used(s.get("ff")), "brams": _used(s.get("bram")),
+                 "dsps": _used(s.get("dsp"))}
         report["board_minus_core"] = {
-            "luts": s["luts"] - ooc["luts"] if ooc.get("luts") is not None else None,
-            "ffs": ff - ooc["ffs"] if None not in (ff, ooc.get("ffs")) else None,
-            "brams": bram - ooc["brams"] if None not in (bram, ooc.get("brams")) else None,
-            "dsps": dsp - ooc["dsps"] if None not in (dsp, ooc.get("dsps")) else None}
+            k: v - ooc[k] if None not in (v, ooc.get(k)) else None for k, v in board.items()}
     else:
         report["board_minus_core"] = None
     return report
