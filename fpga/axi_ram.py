@@ -2,8 +2,9 @@
 
 :class:`AxiRam` serves the accelerator's ``m_axi`` master one transaction at a time (AW has
 priority over AR): INCR bursts (FIXED bursts keep their address; WRAP is treated as INCR),
-up to 256 beats, IDs echoed on R and B, byte strobes honoured, responses always OKAY, one
-beat per cycle in both directions. The ``m_axi`` address is **folded** into the RAM: word
+up to 256 beats, IDs echoed on R and B, byte strobes honoured, one beat per cycle in both
+directions. A burst whose start address has a bit set at or above ``decode_bits`` is outside
+the memory: it is answered DECERR (every R beat, or the B response) and writes nothing. The ``m_axi`` address is **folded** into the RAM: word
 ``(addr / bus_bytes) mod depth`` (so the RAM holds ``depth * bus_bytes`` bytes and the
 program must keep its touched rows alias-free, see ``fpga.program.board_layout``).
 
@@ -12,7 +13,7 @@ the write signature, and ``protocol_error`` (sticky until ``clear``) records a W
 does not match the burst length, or an address bit set at or above ``track_bits``.
 """
 
-from amaranth.hdl import Module, Signal
+from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -28,13 +29,18 @@ class AxiRam(wiring.Component):
     in its burst address and shows on ``wbeat_addr`` (the accelerator's
     ``HotlineConfig.addr_bits``: it must drive the bits above 0), so that a small board does
     not carry a 64-bit address counter; an address with an upper bit set is a
-    ``protocol_error``."""
+    ``protocol_error``. ``decode_bits`` (default ``addr_bits``: all): the address bits the
+    memory answers; a burst with a bit set above them is answered DECERR (the board answers
+    outside the program's address span, so that the master's upper address bits and its
+    error handling stay in the design)."""
 
-    def __init__(self, data_bits, id_bits, depth, init=(), addr_bits=64, track_bits=None):
+    def __init__(self, data_bits, id_bits, depth, init=(), addr_bits=64, track_bits=None,
+                 decode_bits=None):
         assert depth & (depth - 1) == 0 and depth >= 2
         self.data_bits, self.id_bits, self.depth = data_bits, id_bits, depth
         self.addr_bits = addr_bits
         self.track_bits = addr_bits if track_bits is None else min(addr_bits, track_bits)
+        self.decode_bits = addr_bits if decode_bits is None else decode_bits
         self.bus_bytes = data_bits // 8
         self.init = list(init)
         super().__init__({
@@ -64,8 +70,15 @@ class AxiRam(wiring.Component):
         step = Signal(self.track_bits)
         m.d.comb += step.eq(bb)
 
-        m.d.comb += [a.bid.eq(bid), a.rid.eq(bid), a.bresp.eq(0), a.rresp.eq(0),
+        decerr = Signal()                   # the burst is outside the decoded space
+        resp = Mux(decerr, 0b11, 0b00)
+        m.d.comb += [a.bid.eq(bid), a.rid.eq(bid), a.bresp.eq(resp), a.rresp.eq(resp),
                      a.rdata.eq(rd.data), a.rvalid.eq(rvalid), a.rlast.eq(rlast)]
+
+        def outside(addr):
+            if self.decode_bits >= self.addr_bits:
+                return 0
+            return addr[self.decode_bits:].any()
         with m.If(self.clear):
             m.d.sync += self.protocol_error.eq(0)
 
@@ -80,11 +93,12 @@ class AxiRam(wiring.Component):
                         m.d.sync += self.protocol_error.eq(1)
                 with m.If(a.awvalid):
                     m.d.sync += [addr.eq(a.awaddr), bid.eq(a.awid), left.eq(a.awlen + 1),
-                                 incr.eq(a.awburst != 0)]
+                                 incr.eq(a.awburst != 0), decerr.eq(outside(a.awaddr))]
                     m.next = "WRITE"
                 with m.Elif(a.arvalid):
                     m.d.sync += [addr.eq(a.araddr), bid.eq(a.arid), left.eq(a.arlen + 1),
-                                 incr.eq(a.arburst != 0), rvalid.eq(0)]
+                                 incr.eq(a.arburst != 0), rvalid.eq(0),
+                                 decerr.eq(outside(a.araddr))]
                     m.next = "READ"
             with m.State("WRITE"):
                 m.d.comb += [a.wready.eq(1),
@@ -93,7 +107,8 @@ class AxiRam(wiring.Component):
                              self.wbeat_addr.eq(addr), self.wbeat_data.eq(a.wdata),
                              self.wbeat_strb.eq(a.wstrb)]
                 with m.If(a.wvalid):
-                    m.d.comb += [wr.en.eq(a.wstrb), self.wbeat_valid.eq(1)]
+                    with m.If(~decerr):
+                        m.d.comb += [wr.en.eq(a.wstrb), self.wbeat_valid.eq(1)]
                     m.d.sync += left.eq(left - 1)
                     with m.If(incr):
                         m.d.sync += addr.eq(addr + step)

@@ -84,7 +84,8 @@ class SelfCheck(wiring.Component):
         core = HotlineAccelerator(cfg)
         m.submodules.hotline = ResetInserter(core_rst)(core)
         ram = AxiRam(cfg.axi_data_bits, cfg.axi_id_bits, prog.ram_bytes // cfg.bus_bytes,
-                     init=prog.ram_init, track_bits=cfg.addr_bits)
+                     init=prog.ram_init, track_bits=cfg.addr_bits,
+                     decode_bits=prog.decode_bits)
         m.submodules.host_ram = ram
         rmap_bits = len(core.s_axil.awaddr)
         seq = Sequencer(prog.ops, prog.in_beats, rmap_bits, geo["in_bits"])

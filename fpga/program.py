@@ -52,7 +52,8 @@ DISPLAY = {1: "STAT_LOOKUPS", 2: "STAT_HITS", 3: "STAT_STAGED_ROWS", 4: "STAT_RO
 class Op:
     """One sequencer operation.
 
-    ``WRITE addr, a``; ``READ addr, mask a, value b, slot`` (a checked read when ``a != 0``:
+    ``WRITE addr, a, strobes b`` (the AXI4-Lite ``wstrb``); ``READ addr, mask a, value b,
+    slot`` (a checked read when ``a != 0``:
     ``(data & a) == b`` else the run fails; checked reads are folded into the statistics
     MISR; ``slot`` != 0 captures the data for the UART line); ``POLL addr, mask a, value b``
     (read until ``(data & a) == b``); ``STREAM a, b`` (send lookup beats ``[a, b)``); ``END``.
@@ -68,6 +69,8 @@ class Op:
         n = OP_NAMES[self.op]
         if self.op == OP_WRITE:
             s = f"{n:6} 0x{self.addr:03x} <- 0x{self.a:08x}"
+            if self.b != 0xF:
+                s += f" bytes {self.b:04b}"
         elif self.op in (OP_READ, OP_POLL):
             s = f"{n:6} 0x{self.addr:03x} & 0x{self.a:08x} == 0x{self.b:08x}"
             if self.slot:
@@ -87,6 +90,7 @@ class ProgramRecorder(HotlineDriver):
 
     def __init__(self, cfg):
         self.rmap = regmap(cfg)
+        self._by_offset = {r.offset: r for r in self.rmap}
         self.ops = []
         self.shadow = {r.offset: (r.reset or 0) for r in self.rmap}
         self._expect = {}
@@ -103,7 +107,17 @@ class ProgramRecorder(HotlineDriver):
         return self.shadow.get(addr, 0)
 
     def _write32(self, addr, value):
-        self.ops.append(Op(OP_WRITE, addr, value, note=self._take_note()))
+        reg = self._by_offset.get(addr)
+        if reg is not None and reg.fields and all(f.plain for f in reg.fields):
+            # a register of plain fields is written in two halves, bytes 0 and 2 and then
+            # bytes 1 and 3, each write carrying the complement in the other bytes: the
+            # value read back (and the run's result) is right only if wstrb is honoured
+            evn, odd = 0x00FF_00FF, 0xFF00_FF00
+            self.ops.append(Op(OP_WRITE, addr, (value & evn) | (~value & odd), 0b0101,
+                               note=self._take_note()))
+            self.ops.append(Op(OP_WRITE, addr, (value & odd) | (~value & evn), 0b1010))
+        else:
+            self.ops.append(Op(OP_WRITE, addr, value, 0xF, note=self._take_note()))
         self.shadow[addr] = value
 
     def _take_note(self):
@@ -158,15 +172,18 @@ class ProgramRecorder(HotlineDriver):
 
 
 class _CopyLog(SparseMemory):
-    """A golden memory that logs every row copy ``(dst, bytes)`` the model makes."""
+    """A golden memory that logs every row copy ``(dst, bytes)`` the model makes, and the
+    end of the highest address it copies from or to (``span``)."""
 
     def __init__(self):
         super().__init__()
         self.log = []
+        self.span = 0
 
     def copy(self, dst, src, length):
         data = self.read(src, length)
         self.log.append((dst, data.tobytes()))
+        self.span = max(self.span, dst + length, src + length)
         self.write(dst, data)
 
 
@@ -251,6 +268,7 @@ class BoardProgram:
     exp_stats: int                 # MISR of the checked reads
     n_pop_beats: int
     n_npop_beats: int
+    addr_span: int                 # end of the highest address the DMA reads or writes
     stats: dict = field(default_factory=dict)       # expected statistics
     info: dict = field(default_factory=dict)
 
@@ -259,12 +277,19 @@ class BoardProgram:
         return pack_out_beat(self.cfg, {"sample_id": 0, "lookups": [(0, 0)] * self.cfg.lanes,
                                         "keep": 0, "user": 0, "last": 0})[1]
 
+    @property
+    def decode_bits(self):
+        """Address bits of the board's host memory: every address the DMA uses is below
+        ``2**decode_bits`` (a burst above is answered DECERR, see ``fpga.axi_ram``)."""
+        return min(self.cfg.addr_bits, max(1, (self.addr_span - 1).bit_length()))
+
     def listing(self):
         return "\n".join(f"{i:4}: {op}" for i, op in enumerate(self.ops))
 
     def summary(self):
         return {"ops": len(self.ops), "lookup_beats": len(self.in_beats),
                 "ram_bytes": self.ram_bytes, "w_beats": self.exp_wcount,
+                "decode_bits": self.decode_bits,
                 "popular_beats": self.n_pop_beats, "nonpopular_beats": self.n_npop_beats,
                 "exp_popular_sig": f"{self.exp_pop:08x}",
                 "exp_nonpopular_sig": f"{self.exp_npop:08x}",
@@ -503,5 +528,5 @@ def _make_program(cfg, *, ram_bytes, max_ram_bytes, batch_size, learn_batches, s
                       "lookups": int(tr.n_lookups), "seed": seed},
             "installed_rows": len(inst.keys)}
     return BoardProgram(cfg, params, ram_bytes, ram_init, ops, in_beats, exp_pop, exp_npop,
-                        wsig[0], wsig[1], exp_stats, len(pop_words), len(npop_words), stats,
-                        info)
+                        wsig[0], wsig[1], exp_stats, len(pop_words), len(npop_words),
+                        mem.span, stats, info)

@@ -5,7 +5,7 @@ The program (``fpga.program``) is a list of operations, one ROM word each::
 
     op (3) | slot (3) | addr (addr_bits) | a (32) | b (32)
 
-``WRITE addr, a``; ``READ addr`` (checked when ``a != 0``: ``(data & a) == b``, else
+``WRITE addr, a`` (byte strobes ``b[:4]``); ``READ addr`` (checked when ``a != 0``: ``(data & a) == b``, else
 ``mismatch`` and ``fail_op``; checked data is folded into the statistics MISR; ``slot`` != 0
 captures the data into ``display[slot - 1]``); ``POLL addr, a, b`` (read until
 ``(data & a) == b``); ``STREAM a, b`` (lookup beats ``[a, b)`` of the lookup ROM, blocking
@@ -90,7 +90,7 @@ class Sequencer(wiring.Component):
         m.d.comb += [lr.addr.eq(bidx),
                      axis.tdata.eq(lr.data[:ib]), axis.tkeep.eq(lr.data[ib:ib + ib // 8]),
                      axis.tuser.eq(lr.data[ib + ib // 8]), axis.tlast.eq(lr.data[ib + ib // 8 + 1])]
-        m.d.comb += [axil.awprot.eq(0), axil.arprot.eq(0), axil.wstrb.eq(0xF),
+        m.d.comb += [axil.awprot.eq(0), axil.arprot.eq(0), axil.wstrb.eq(b[:4]),
                      axil.awaddr.eq(addr), axil.araddr.eq(addr), axil.wdata.eq(a)]
 
         def fetch_next():

@@ -767,7 +767,7 @@ LINT_WAIVERS = (
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(st_[a-z_]+|log_count\d+|row_beats|"
            r"replayable|r1_data|occupancy|ip|hits|gathers_done|error|e_pending|aw_len|ar_len|"
            r"app_pos|to_page|w_en|r_en|r_rdy|w_data|nsrc|nleft|ndst|nwl|g_held|rj_src|perr|"
-           r"ram_m|gath_none)"
+           r"ram_m|gath_none|ret_beats|avail_ret)"
            r"(\$\d+)?'$", instance=_CORE, reason=
            "alias wires of named signals, read through their driving nets"),
     # amaranth.lib.fifo.SyncFIFOBuffered (row, write-response and write-length queues):
@@ -785,9 +785,9 @@ LINT_WAIVERS = (
            r"[LR]HS's (SEL|VARREF '(rj_left|wr_left|avail)') generates \d+ bits\.$",
            instance=_CORE, reason="unsigned operand zero-extended, as Amaranth extends it"),
     # The registered burst lengths `ar_len`/`aw_len` (<= the longest burst) added to the
-    # buffer allocation pointer and compared with the free buffer space / available beats:
-    # zero-extended as in Amaranth.
-    Waiver("WIDTHEXPAND", r"^Operator (ADD|LTE|GTE) expects \d+ bits on the [LR]HS, but "
+    # buffer allocation pointer, compared with the free buffer space / available beats and
+    # subtracted from them: zero-extended as in Amaranth.
+    Waiver("WIDTHEXPAND", r"^Operator (ADD|SUB|LTE|GTE) expects \d+ bits on the [LR]HS, but "
            r"[LR]HS's VARREF '(ar_len|aw_len)' generates \d+ bits\.$",
            instance=_CORE, reason="unsigned burst length zero-extended, as Amaranth extends it"),
     # `buf_free - (ar_ok ? ar_len : 0) + fetch`: Amaranth's signed difference plus the 1-bit

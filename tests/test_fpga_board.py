@@ -241,6 +241,50 @@ def test_axi_ram_track_bits():
     assert len(dut.wbeat_addr) == 64 and seen == [(0xFF8, True), (0x10, True)]
 
 
+def test_axi_ram_decode_error():
+    """A burst with an address bit set at or above ``decode_bits`` is answered DECERR (on B,
+    and on every R beat) and writes nothing; inside, OKAY with the RAM's data."""
+    dut = AxiRam(64, 1, 16, init=list(range(100, 116)), decode_bits=20)
+    a = dut.axi
+    got = []
+
+    async def tb(ctx):
+        for addr in (0x18, (1 << 20) | 0x18, 1 << 63):
+            ctx.set(a.awaddr, addr); ctx.set(a.awlen, 0); ctx.set(a.awburst, 1)
+            ctx.set(a.awvalid, 1)
+            await ctx.tick().until(a.awready)
+            ctx.set(a.awvalid, 0)
+            ctx.set(a.wdata, addr >> 3); ctx.set(a.wstrb, 0xFF); ctx.set(a.wlast, 1)
+            ctx.set(a.wvalid, 1)
+            _, _, wv = await ctx.tick().sample(dut.wbeat_valid)
+            ctx.set(a.wvalid, 0)
+            ctx.set(a.bready, 1)
+            bresp, = await ctx.tick().sample(a.bresp).until(a.bvalid)
+            ctx.set(a.bready, 0)
+            await ctx.tick()
+            ctx.set(a.araddr, addr); ctx.set(a.arlen, 1); ctx.set(a.arburst, 1)
+            ctx.set(a.arvalid, 1)
+            await ctx.tick().until(a.arready)
+            ctx.set(a.arvalid, 0)
+            ctx.set(a.rready, 1)
+            beats = []
+            while len(beats) < 2:
+                _, _, v, d, r = await ctx.tick().sample(a.rvalid, a.rdata, a.rresp)
+                if v:
+                    beats.append((d, r))
+            ctx.set(a.rready, 0)
+            got.append((bool(wv), bresp, beats))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
+    assert got[0] == (True, 0, [(3, 0), (104, 0)])
+    # outside: DECERR, the RAM unchanged (word 3 keeps the first write)
+    assert got[1] == (False, 3, [(3, 3), (104, 3)])
+    assert got[2][:2] == (False, 3) and [r for _, r in got[2][2]] == [3, 3]
+
+
 def test_axi_ram_bursts():
     bb, depth = 8, 64
     init = [0x1111_0000_0000_0000 + i for i in range(depth)]

@@ -47,13 +47,16 @@ Bank ``b`` of set ``s``: ``b = s % banks``, ``lset = s // banks``.
 from amaranth.hdl import Array, Cat, Const, Elaboratable, Module, Mux, Signal
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
-from amaranth.utils import ceil_log2
+from amaranth.utils import ceil_log2, exact_log2
 
 from .queues import MultiQueue, RingQueue
 
 __all__ = ["dedup_banks", "DedupBank", "KIND_NEW", "KIND_DUP", "KIND_FULL", "priority"]
 
 KIND_NEW, KIND_DUP, KIND_FULL = 1, 2, 3
+
+#: sets per group of the two-stage read of the touched bits (see ``DedupBank``)
+TOUCHED_GROUP = 32
 
 
 def dedup_banks(cfg):
@@ -203,10 +206,22 @@ class DedupBank(Elaboratable):
         # slowest path of `ulx3s`). The word read at B0 holds every write up to that cycle
         # (the read port is transparent to B3's write); `touched` now holds the same
         # writes, as B3's write of the B0 cycle has been registered into it.
+        # With more than 32 sets the multiplexer is cut in two: B1 picks the bit of every
+        # group of 32 sets (`b2_tgrp`, one 32-to-1 multiplexer per group), B2 the group's.
         b2_raw = Signal(word_layout)
         b2_touched = Signal()
-        m.d.sync += [b2_valid.eq(b1_valid), b2_op.eq(b1_op), b2_raw.eq(rp.data),
-                     b2_touched.eq(touched.bit_select(b1_op.lset, 1))]
+        m.d.sync += [b2_valid.eq(b1_valid), b2_op.eq(b1_op), b2_raw.eq(rp.data)]
+        gsz = TOUCHED_GROUP
+        if geo.sets <= gsz:
+            m.d.sync += b2_touched.eq(touched.bit_select(b1_op.lset, 1))
+        else:
+            gbits = exact_log2(gsz)
+            groups = geo.sets // gsz             # sets: a power of two
+            b2_tgrp = Signal(groups)
+            m.d.sync += b2_tgrp.eq(Cat(touched[g * gsz:(g + 1) * gsz]
+                                       .bit_select(b1_op.lset[:gbits], 1)
+                                       for g in range(groups)))
+            m.d.comb += b2_touched.eq(b2_tgrp.bit_select(b2_op.lset[gbits:], 1))
 
         # --- B2: compare the ways; put in the writes the word missed ------------------------
         # The word read missed the writes of this cycle (the op in B3) and of the cycle

@@ -449,7 +449,10 @@ class GatherScatterDMA(wiring.Component):
         do_reset = Signal()
         cmd_ign_evt = Signal()
         cmd_ignored = Signal()
-        top.d.comb += do_reset.eq(rst_pending & quiescent)
+        # the core's reset is a flip-flop (it reaches every register of the core: from the
+        # quiescence logic it was `ulx3s`'s slowest path). It rises the cycle after the
+        # halted core is seen quiescent; a halted core starts nothing, so it stays quiescent
+        top.d.sync += do_reset.eq(rst_pending & quiescent & ~do_reset)
         with top.If(self.soft_reset):
             top.d.sync += rst_pending.eq(1)
         with top.Elif(do_reset):
@@ -1124,8 +1127,13 @@ class GatherScatterDMA(wiring.Component):
             wr_take.eq(row_fifo.r_rdy & (~wr_v | aw_last) & ~halt),
             row_fifo.r_en.eq(wr_take),
         ]
-        ret_beats = Mux(retire & ~t_err[rt], t_len[rt] + 1, 0)
-        m.d.sync += avail.eq(avail + ret_beats - Mux(aw_ok, aw_len, 0))
+        # both next values are computed beside the credit compare and `aw_ok` only selects
+        # one (the compare, `aw_ok` and a subtraction in series were a 17-level path)
+        ret_beats = Signal(db + 1)
+        avail_ret = Signal(db + 1)
+        m.d.comb += [ret_beats.eq(Mux(retire & ~t_err[rt], t_len[rt] + 1, 0)),
+                     avail_ret.eq(avail + ret_beats)]
+        m.d.sync += avail.eq(Mux(aw_ok, avail_ret - aw_len, avail_ret))
         m.d.comb += [
             axi.awvalid.eq(aw_valid), axi.awsize.eq(lbb), axi.awburst.eq(1),
             axi.awcache.eq(0b0011), axi.awlock.eq(0), axi.awprot.eq(0), axi.awid.eq(0),

@@ -43,6 +43,7 @@ class AxiMemModel:
         self.aw_log = []                      # (first cycle awvalid seen, addr, beats)
         self.writes = []                      # (addr, bytes) applied
         self.reads = 0
+        self.outstanding = 0                  # bursts (and W beats) not yet answered
 
     def _err(self, addr, n):
         if self.err_window is None:
@@ -153,6 +154,8 @@ class AxiMemModel:
                 else:
                     self.mem.write(addr, blob)
                     self.writes.append((addr, blob))
+            self.outstanding = (len(reads) + (cur is not None) + len(aws) + len(wdata)
+                                + len(wq) + len(bq))
 
     def aw_after_error(self):
         """AWs whose AWVALID rose after the DMA could have seen the first error (its R beat
@@ -208,6 +211,11 @@ def run_script(cfg, params, mem, script, *, seed=0, idle=0.3, max_cycles=30_000,
             n += 1
             assert n < max_cycles, f"timeout waiting for {what}"
 
+    async def drained(ctx, what):
+        # `busy` low: every AXI transaction the DMA started has been answered
+        await ctx.tick()
+        assert axi.outstanding == 0, f"{what}: busy low with AXI bursts outstanding"
+
     async def send(ctx, port, payloads):
         for p in payloads:
             while rng.random() < idle:
@@ -247,6 +255,7 @@ def run_script(cfg, params, mem, script, *, seed=0, idle=0.3, max_cycles=30_000,
             elif op == "wait_idle":
                 await ctx.tick()
                 await wait(ctx, lambda: not ctx.get(dut.busy), "idle")
+                await drained(ctx, "idle")
             elif op == "gpu":
                 _, addrs, delta = step
                 for a in addrs:
@@ -255,6 +264,7 @@ def run_script(cfg, params, mem, script, *, seed=0, idle=0.3, max_cycles=30_000,
                 await pulse(ctx, dut.soft_reset)
                 await ctx.tick()
                 await wait(ctx, lambda: not ctx.get(dut.busy), "soft reset")
+                await drained(ctx, "soft reset")
             elif op == "expect_error":
                 await wait(ctx, lambda: ctx.get(dut.error), "error")
                 await wait(ctx, lambda: not ctx.get(dut.busy), "drain after error")
@@ -611,6 +621,28 @@ def test_hazard_after_generations(gen_bits, rounds):
                      idle=0.1, max_cycles=60_000, dma_kw={"filter_gen_bits": gen_bits})
     assert st["stat_deferred"] >= shared
     assert not st["busy"] and not st["error"]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_soft_reset_in_flight(seed):
+    """A soft reset while a bank's gather is in flight (slow memory, many bursts issued):
+    the DMA starts nothing new, waits until every AR and AW it issued has been answered,
+    then resets (`busy` stays high until then); a gather of other keys into the same
+    staging rows and their scatter then leave memory as the reference does (the aborted
+    gather's rows are all overwritten)."""
+    cfg = TINY
+    params = make_params(cfg)
+    rng = random.Random(40 + seed)
+    keys = keys_of(cfg, rng, 2 * cfg.staging_rows)
+    first, second = keys[:cfg.staging_rows], keys[cfg.staging_rows:]
+    idx = list(range(cfg.staging_rows))
+    script = [("gather", 0, list(zip(first, idx))), ("soft_reset",),
+              ("gather", 0, list(zip(second, idx))), ("wait_gathers", 0),
+              ("gpu", [params.staging_addr(0, i) for i in idx], 3),
+              ("scatter", 0), ("wait_idle",)]
+    _, axi, st = check(cfg, params, script, seed=seed, latency=6, max_latency=20, ready=0.7,
+                       rvalid=0.8)
+    assert st["stat_rows_gathered"] == cfg.staging_rows and not st["error"]
 
 
 def test_hazard_after_soft_resets():

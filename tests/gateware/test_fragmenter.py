@@ -199,6 +199,27 @@ def test_dedup_bank_counts(lanes, banks):
     assert exp.counters.staged_rows > 10
 
 
+@pytest.mark.parametrize("banks", [2, 8])
+def test_touched_bits_of_many_sets(banks):
+    """Banks of more than 32 sets read a set's *touched* bit in two stages (a bit per group
+    of 32 sets, then the group's): 256 and 64 sets per bank.
+    Mini-batches draw from one pool of rows, so most sets hold an entry of an earlier
+    mini-batch: a set read as touched when it is not takes that stale entry for a repeat,
+    one read as untouched stages a repeat twice."""
+    rng = random.Random(banks)
+    cfg = make_cfg(2, staging_rows=64, max_sample_lookups=64, dedup_sets=512, dedup_ways=2,
+                   dedup_banks=banks)
+    assert dedup_banks(cfg) == banks
+    pool = [(rng.randrange(3) << cfg.row_bits) | rng.randrange(1, 1 << cfg.row_bits)
+            for _ in range(80)]
+    beats = []
+    for _ in range(5):
+        samples = [[rng.choice(pool) for _ in range(rng.randrange(1, 8))] for _ in range(8)]
+        beats += frame_lookup_beats(samples, cfg.lanes)
+    exp, _ = check(cfg, Cam(cfg), [], beats, seed=banks, idle=0.1, stall=0.1)
+    assert exp.counters.staged_rows > 60
+
+
 def test_fragmenter_hash_cam():
     cfg = make_cfg(2, "hash")
     check(cfg, *random_case(cfg, 7), seed=7)
