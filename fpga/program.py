@@ -22,8 +22,9 @@ IDLE); for each bank: wait for its gathers, SCATTER, wait idle; EVICT; wait idle
 check; statistics.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+import numpy as np
 
 from golden import synth
 from golden.framing import frame_lookup_beats, output_beats
@@ -303,6 +304,32 @@ def _cards(cfg, max_rows):
     return tuple(max(2, min(cap, cap >> (t % 3))) for t in range(cfg.num_tables))
 
 
+def _spread_rows(tr, cfg, cards, period, seed):
+    """Spread the trace's rows over the whole row range, without moving them in the RAM.
+
+    The board's tables have a few rows each, so the keys of a plain trace would leave most
+    key bits 0 (and synthesis would remove the logic behind them). Row ``r`` of table ``t``
+    becomes ``r' = (r - d[t]) mod period + period * k[t, r]`` (``d[t]`` and ``k[t, r]``
+    random) and the table's base moves up by ``d[t]`` rows: its address
+    ``base + d[t] * rb + r' * rb`` is the old one modulo ``period * rb`` (the RAM's size or
+    a multiple of it), so the RAM holds the row in the same place. Returns ``d`` and the
+    map ``{(t, r): r'}`` (``None`` when the row range is no larger than ``period``; the
+    trace is left as it is)."""
+    if period >= 1 << cfg.row_bits:
+        return (0,) * cfg.num_tables, None
+    rng = np.random.default_rng(seed)
+    d = [int(x) for x in rng.integers(0, period, size=cfg.num_tables)]
+    kmax = (1 << cfg.row_bits) // period
+    new = {}
+    for t, n in enumerate(cards):
+        ks = rng.integers(0, kmax, size=n)
+        for r in range(n):
+            new[(t, r)] = (r - d[t]) % period + period * int(ks[r])
+    tr.rows = np.array([new.get((int(t), int(r)), int(r)) for t, r in zip(tr.tables, tr.rows)],
+                       dtype=np.int64)
+    return tuple(d), new
+
+
 def make_program(cfg, *, ram_bytes=None, max_ram_bytes=1 << 17, batch_size=8, learn_batches=2,
                  seed=3, max_rows=None, seed_tries=32):
     """The :class:`BoardProgram` of ``cfg`` (see the module docstring): the first trace seed
@@ -338,6 +365,11 @@ def _make_program(cfg, *, ram_bytes, max_ram_bytes, batch_size, learn_batches, s
     train_batches = cfg.staging_banks
     nb = learn_batches + train_batches
     tr = synth.generate(wl, batches=nb, seed=seed, zipf=1.2, table_bits=cfg.table_bits)
+    # every ram size tried divides `period * rb` (powers of two up to the largest)
+    period = (ram_bytes or max(max_ram_bytes, min(1 << 10, max_ram_bytes))) // rb
+    if rb & (rb - 1):
+        period = 1 << cfg.row_bits          # not a power of two: no spreading
+    shift, spread = _spread_rows(tr, cfg, cards, period, seed)
     keys = tr.keys(cfg)
     loff, soff = tr.batch_lookup_offsets, tr.batch_sample_offsets
     lengths = tr.sample_lengths
@@ -410,8 +442,21 @@ def _make_program(cfg, *, ram_bytes, max_ram_bytes, batch_size, learn_batches, s
                                 f"RAM (at least {min(need(t) for t in thresholds)})")
 
     mem = _CopyLog()
-    fill_tables(mem, cfg, params, cards, seed=1)
-    image = mem.read(0, ram_bytes)
+    if spread is None:
+        fill_tables(mem, cfg, params, cards, seed=1)
+        image = mem.read(0, ram_bytes)
+    else:
+        # the spread rows, at their addresses; the RAM image holds them folded
+        params = replace(params, table_base=tuple(b + dt * rb for b, dt in
+                                                  zip(params.table_base, shift)))
+        rng = np.random.default_rng(1)
+        image = np.zeros(ram_bytes, dtype=np.uint8)
+        for t, n in enumerate(cards):
+            data = rng.integers(0, 256, size=(n, params.row_bytes), dtype=np.uint8)
+            for r in range(n):
+                a = params.host_addr(cfg, (t << cfg.row_bits) | spread[(t, r)]) & cfg.addr_mask
+                mem.write(a, data[r])
+                image[a % ram_bytes:a % ram_bytes + rb] = data[r]
     ram_init = [int.from_bytes(image[i:i + bb].tobytes(), "little")
                 for i in range(0, ram_bytes, bb)]
     model, inst, res, scattered, evicted = run_model(params, mem)
