@@ -4,7 +4,8 @@
 priority over AR): INCR bursts (FIXED bursts keep their address; WRAP is treated as INCR),
 up to 256 beats, IDs echoed on R and B, byte strobes honoured, one beat per cycle in both
 directions. A burst whose start address has a bit set at or above ``decode_bits`` is outside
-the memory: it is answered DECERR (every R beat, or the B response) and writes nothing. The ``m_axi`` address is **folded** into the RAM: word
+the memory: it is answered DECERR (every R beat, or the B response) and writes nothing. While
+``protocol_error`` is set, every other response is SLVERR. The ``m_axi`` address is **folded** into the RAM: word
 ``(addr / bus_bytes) mod depth`` (so the RAM holds ``depth * bus_bytes`` bytes and the
 program must keep its touched rows alias-free, see ``fpga.program.board_layout``).
 
@@ -71,7 +72,8 @@ class AxiRam(wiring.Component):
         m.d.comb += step.eq(bb)
 
         decerr = Signal()                   # the burst is outside the decoded space
-        resp = Mux(decerr, 0b11, 0b00)
+        # DECERR outside; SLVERR once the master broke the protocol (`protocol_error`)
+        resp = Mux(decerr, 0b11, Mux(self.protocol_error, 0b10, 0b00))
         m.d.comb += [a.bid.eq(bid), a.rid.eq(bid), a.bresp.eq(resp), a.rresp.eq(resp),
                      a.rdata.eq(rd.data), a.rvalid.eq(rvalid), a.rlast.eq(rlast)]
 
