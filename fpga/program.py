@@ -366,7 +366,7 @@ def _make_program(cfg, *, ram_bytes, max_ram_bytes, batch_size, learn_batches, s
     nb = learn_batches + train_batches
     tr = synth.generate(wl, batches=nb, seed=seed, zipf=1.2, table_bits=cfg.table_bits)
     # every ram size tried divides `period * rb` (powers of two up to the largest)
-    period = (ram_bytes or max(max_ram_bytes, min(1 << 10, max_ram_bytes))) // rb
+    period = (ram_bytes or max_ram_bytes) // rb
     if rb & (rb - 1):
         period = 1 << cfg.row_bits          # not a power of two: no spreading
     shift, spread = _spread_rows(tr, cfg, cards, period, seed)
