@@ -56,8 +56,8 @@ from pathlib import Path
 
 __all__ = [
     "ImplResult", "GenericResult", "ImplError", "implement", "generic_cells",
-    "wrapper_verilog", "blackbox_verilog", "parse_report", "sdf_worst_paths", "yosys_script",
-    "nextpnr_args", "ROUTERS", "cache_key", "analyse", "DEVICES", "FLOW_VERSION",
+    "wrapper_verilog", "blackbox_verilog", "parse_report", "sdf_worst_paths",
+    "sdf_slow_endpoints", "yosys_script", "nextpnr_args", "ROUTERS", "cache_key", "analyse", "DEVICES", "FLOW_VERSION",
 ]
 
 #: Bump when the flow changes in a way that changes results (invalidates every cache entry).
@@ -149,6 +149,8 @@ class ImplResult(_Record):
     depth_levels: "float | None" = None   # deepest register-to-register path of the
                                  # synthesised netlist in logic levels (fpga.depth)
     depth_paths: list = dataclasses.field(default_factory=list)   # its N deepest paths
+    slow_endpoints: dict = dataclasses.field(default_factory=dict)   # registers missing the
+                                 # target frequency, by unit (sdf_slow_endpoints)
 
 
 
@@ -625,7 +627,119 @@ def _unescape(name):
     return name.replace("\\", "")
 
 
-def sdf_worst_paths(sdf_text, period_ns=None, n=5, distinct="both"):
+class _Sta:
+    """Arrival times of a routed design from its SDF (see :func:`sdf_worst_paths`):
+    ``ends`` = [(arrival + setup, endpoint node)], worst first; :meth:`trace` the nodes of
+    the worst path into an endpoint; ``cell_type`` {instance: CELLTYPE}."""
+
+    def __init__(self, sdf_text):
+        tree = _sdf_tree(sdf_text)
+        scale = 1.0
+        for item in tree:
+            if isinstance(item, list) and item and item[0] == "TIMESCALE":
+                ts = "".join(item[1:])
+                m = re.match(r"([\d.]+)\s*(\w+)", ts)
+                if m:
+                    unit = {"ps": 1e-3, "ns": 1.0, "us": 1e3}.get(m.group(2), 1.0)
+                    scale = float(m.group(1)) * unit
+        # graph: node = "cell/port"
+        comb_edges = {}      # input node -> [(output node, delay)]
+        net_edges = {}       # driver node -> [(sink node, delay)]
+        clocked_out = {}     # output node -> clk-to-out delay
+        setup = {}           # input node -> setup time
+        clock_pins = set()   # (inst, pin) used as the clock of a setup check
+        cell_type = {}
+        clocked_paths = []   # (inst, src pin, dst pin, delay): resolved once the clock pins are known
+        for item in tree:
+            if not (isinstance(item, list) and item and item[0] == "CELL"):
+                continue
+            ctype = inst = None
+            for sub in item[1:]:
+                if not isinstance(sub, list) or not sub:
+                    continue
+                if sub[0] == "CELLTYPE":
+                    ctype = sub[1] if len(sub) > 1 else ""
+                elif sub[0] == "INSTANCE":
+                    inst = _unescape(sub[1]) if len(sub) > 1 else ""
+            cell_type[inst] = ctype
+            for sub in item[1:]:
+                if not isinstance(sub, list) or not sub:
+                    continue
+                if sub[0] == "DELAY":
+                    for ab in sub[1:]:
+                        for d in ab[1:]:
+                            if not isinstance(d, list) or not d:
+                                continue
+                            if d[0] == "IOPATH":
+                                src, dst = d[1], d[2]
+                                dl = max(_sdf_val(x) for x in d[3:]) * scale if len(d) > 3 else 0.0
+                                if isinstance(src, list):          # (posedge CLK)
+                                    src = src[-1]
+                                clocked_paths.append((inst, src, dst, dl))
+                            elif d[0] == "INTERCONNECT":
+                                src, dst = _unescape(d[1]), _unescape(d[2])
+                                dl = max(_sdf_val(x) for x in d[3:]) * scale if len(d) > 3 else 0.0
+                                net_edges.setdefault(src, []).append((dst, dl))
+                elif sub[0] == "TIMINGCHECK":
+                    for chk in sub[1:]:
+                        if isinstance(chk, list) and chk and chk[0] in ("SETUP", "SETUPHOLD"):
+                            port = chk[1] if not isinstance(chk[1], list) else chk[1][-1]
+                            node = f"{inst}/{port}"
+                            setup[node] = max(setup.get(node, 0.0),
+                                              _sdf_val(chk[3]) * scale if len(chk) > 3 else 0.0)
+                            ref = chk[2] if len(chk) > 2 else None
+                            if isinstance(ref, list) and ref:
+                                clock_pins.add((inst, ref[-1]))
+        # an IOPATH from a pin that is the reference of a setup check (CLK, WCK, CLKA, ...) is
+        # clock-to-output: a startpoint; any other IOPATH is combinational
+        for inst, src, dst, dl in clocked_paths:
+            if (inst, src) in clock_pins:
+                node = f"{inst}/{dst}"
+                clocked_out[node] = max(dl, clocked_out.get(node, 0.0))
+            else:
+                comb_edges.setdefault(f"{inst}/{src}", []).append((f"{inst}/{dst}", dl))
+        # longest path (DAG: combinational loops are not expected; guard with a visit limit)
+        arrival, pred = {}, {}
+        order = []
+        indeg = {}
+        succ = {}
+        for a, lst in list(comb_edges.items()) + list(net_edges.items()):
+            for b, dl in lst:
+                succ.setdefault(a, []).append((b, dl))
+                indeg[b] = indeg.get(b, 0) + 1
+                indeg.setdefault(a, indeg.get(a, 0))
+        for node, dl in clocked_out.items():
+            arrival[node] = dl
+            pred[node] = None
+        ready = [v for v, d in indeg.items() if d == 0]
+        while ready:
+            v = ready.pop()
+            order.append(v)
+            for w, dl in succ.get(v, ()):
+                if v in arrival:
+                    t = arrival[v] + dl
+                    if t > arrival.get(w, -1.0):
+                        arrival[w] = t
+                        pred[w] = v
+                indeg[w] -= 1
+                if indeg[w] == 0:
+                    ready.append(w)
+        ends = []
+        for node, su in setup.items():
+            if node in arrival:
+                ends.append((arrival[node] + su, node))
+        ends.sort(reverse=True)
+
+        self.ends, self.pred, self.cell_type = ends, pred, cell_type
+
+    def trace(self, node):
+        nodes = [node]
+        while self.pred.get(nodes[-1]) is not None:
+            nodes.append(self.pred[nodes[-1]])
+        return nodes[::-1]
+
+
+def sdf_worst_paths(sdf_text, period_ns=None, n=5, distinct="both", sta=None):
     """The ``n`` worst *distinct* register-to-register paths of a routed design, from the SDF
     that nextpnr writes (``--sdf``): a small static timing analysis with max delays (clock
     skew ignored: the ECP5 global clock network's skew is a few tens of ps).
@@ -641,109 +755,8 @@ def sdf_worst_paths(sdf_text, period_ns=None, n=5, distinct="both"):
     them), ``through`` (the units crossed), ``cells`` (the cells along the path)."""
     if distinct not in ("both", "start", "end", "pair"):
         raise ValueError(f"distinct={distinct!r}")
-    tree = _sdf_tree(sdf_text)
-    scale = 1.0
-    for item in tree:
-        if isinstance(item, list) and item and item[0] == "TIMESCALE":
-            ts = "".join(item[1:])
-            m = re.match(r"([\d.]+)\s*(\w+)", ts)
-            if m:
-                unit = {"ps": 1e-3, "ns": 1.0, "us": 1e3}.get(m.group(2), 1.0)
-                scale = float(m.group(1)) * unit
-    # graph: node = "cell/port"
-    comb_edges = {}      # input node -> [(output node, delay)]
-    net_edges = {}       # driver node -> [(sink node, delay)]
-    clocked_out = {}     # output node -> clk-to-out delay
-    setup = {}           # input node -> setup time
-    clock_pins = set()   # (inst, pin) used as the clock of a setup check
-    cell_type = {}
-    clocked_paths = []   # (inst, src pin, dst pin, delay): resolved once the clock pins are known
-    for item in tree:
-        if not (isinstance(item, list) and item and item[0] == "CELL"):
-            continue
-        ctype = inst = None
-        for sub in item[1:]:
-            if not isinstance(sub, list) or not sub:
-                continue
-            if sub[0] == "CELLTYPE":
-                ctype = sub[1] if len(sub) > 1 else ""
-            elif sub[0] == "INSTANCE":
-                inst = _unescape(sub[1]) if len(sub) > 1 else ""
-        cell_type[inst] = ctype
-        for sub in item[1:]:
-            if not isinstance(sub, list) or not sub:
-                continue
-            if sub[0] == "DELAY":
-                for ab in sub[1:]:
-                    for d in ab[1:]:
-                        if not isinstance(d, list) or not d:
-                            continue
-                        if d[0] == "IOPATH":
-                            src, dst = d[1], d[2]
-                            dl = max(_sdf_val(x) for x in d[3:]) * scale if len(d) > 3 else 0.0
-                            if isinstance(src, list):          # (posedge CLK)
-                                src = src[-1]
-                            clocked_paths.append((inst, src, dst, dl))
-                        elif d[0] == "INTERCONNECT":
-                            src, dst = _unescape(d[1]), _unescape(d[2])
-                            dl = max(_sdf_val(x) for x in d[3:]) * scale if len(d) > 3 else 0.0
-                            net_edges.setdefault(src, []).append((dst, dl))
-            elif sub[0] == "TIMINGCHECK":
-                for chk in sub[1:]:
-                    if isinstance(chk, list) and chk and chk[0] in ("SETUP", "SETUPHOLD"):
-                        port = chk[1] if not isinstance(chk[1], list) else chk[1][-1]
-                        node = f"{inst}/{port}"
-                        setup[node] = max(setup.get(node, 0.0),
-                                          _sdf_val(chk[3]) * scale if len(chk) > 3 else 0.0)
-                        ref = chk[2] if len(chk) > 2 else None
-                        if isinstance(ref, list) and ref:
-                            clock_pins.add((inst, ref[-1]))
-    # an IOPATH from a pin that is the reference of a setup check (CLK, WCK, CLKA, ...) is
-    # clock-to-output: a startpoint; any other IOPATH is combinational
-    for inst, src, dst, dl in clocked_paths:
-        if (inst, src) in clock_pins:
-            node = f"{inst}/{dst}"
-            clocked_out[node] = max(dl, clocked_out.get(node, 0.0))
-        else:
-            comb_edges.setdefault(f"{inst}/{src}", []).append((f"{inst}/{dst}", dl))
-    # longest path (DAG: combinational loops are not expected; guard with a visit limit)
-    arrival, pred = {}, {}
-    order = []
-    indeg = {}
-    succ = {}
-    for a, lst in list(comb_edges.items()) + list(net_edges.items()):
-        for b, dl in lst:
-            succ.setdefault(a, []).append((b, dl))
-            indeg[b] = indeg.get(b, 0) + 1
-            indeg.setdefault(a, indeg.get(a, 0))
-    for node, dl in clocked_out.items():
-        arrival[node] = dl
-        pred[node] = None
-    ready = [v for v, d in indeg.items() if d == 0]
-    while ready:
-        v = ready.pop()
-        order.append(v)
-        for w, dl in succ.get(v, ()):
-            if v in arrival:
-                t = arrival[v] + dl
-                if t > arrival.get(w, -1.0):
-                    arrival[w] = t
-                    pred[w] = v
-            indeg[w] -= 1
-            if indeg[w] == 0:
-                ready.append(w)
-    ends = []
-    for node, su in setup.items():
-        if node in arrival:
-            ends.append((arrival[node] + su, node))
-    ends.sort(reverse=True)
-
-    def trace(node):
-        nodes = [node]
-        while pred.get(nodes[-1]) is not None:
-            nodes.append(pred[nodes[-1]])
-        return nodes[::-1]
-
+    sta = sta or _Sta(sdf_text)
+    ends, trace, cell_type = sta.ends, sta.trace, sta.cell_type
     seen_s, seen_e, seen_p = set(), set(), set()
     out = []
     for delay, node in ends:
@@ -774,6 +787,48 @@ def sdf_worst_paths(sdf_text, period_ns=None, n=5, distinct="both"):
         if len(out) >= n:
             break
     return out
+
+
+def sdf_slow_endpoints(sdf_text, period_ns, sta=None, top=12):
+    """How many registers miss ``period_ns``: the *wall* a target frequency has to climb,
+    which the few worst paths do not show (cutting the worst path of a design with hundreds
+    of endpoints just behind it moves Fmax by nothing).
+
+    Returns ``period_ns``; ``endpoints`` (endpoint pins whose arrival + setup exceeds the
+    period) and ``groups`` (their register groups, :func:`_base`: a bus counts once);
+    ``histogram`` {whole ns: groups whose worst endpoint is in that ns}, from the period up;
+    ``by_unit``: the ``top`` units with most slow groups, each ``{"unit", "groups",
+    "endpoints", "worst_ns", "worst_start", "worst_end"}`` (unit = the hierarchy of the
+    endpoint, ``dut.dut.`` removed)."""
+    sta = sta or _Sta(sdf_text)
+    worst = {}                      # group -> (delay, node)
+    count = {}
+    n_end = 0
+    for delay, node in sta.ends:
+        if delay <= period_ns:
+            break
+        n_end += 1
+        g = _base(node.rsplit("/", 1)[0])
+        count[g] = count.get(g, 0) + 1
+        worst.setdefault(g, (delay, node))
+    hist, units = {}, {}
+    for g, (delay, node) in worst.items():
+        b = int(delay)
+        hist[b] = hist.get(b, 0) + 1
+        u = _unit(node.rsplit("/", 1)[0])
+        u = u[8:] if u.startswith("dut.dut.") else u or "(top)"
+        e = units.setdefault(u, {"unit": u, "groups": 0, "endpoints": 0, "worst_ns": 0.0,
+                                 "worst_start": "", "worst_end": ""})
+        e["groups"] += 1
+        e["endpoints"] += count[g]
+        if delay > e["worst_ns"]:
+            e["worst_ns"] = round(delay, 3)
+            e["worst_start"] = _base(sta.trace(node)[0].rsplit("/", 1)[0])
+            e["worst_end"] = g
+    by_unit = sorted(units.values(), key=lambda e: (-e["groups"], -e["worst_ns"]))
+    return {"period_ns": round(period_ns, 3), "endpoints": n_end, "groups": len(worst),
+            "histogram": {str(k): hist[k] for k in sorted(hist, reverse=True)},
+            "by_unit": by_unit[:top]}
 
 
 _IDX = re.compile(r"\[\d+\]|_\d+$|\.\d+$|\$[^.]*$")
@@ -807,6 +862,8 @@ def _base(cell):
     name = _unescape(cell)
     name = re.sub(r"_(TRELLIS_FF|TRELLIS_COMB|LUT4|CCU2C|DP16KD|MULT18X18D|PFUMX|L6MUX21)"
                   r"(_[A-Z0-9]+)*.*$", "", name)
+    # cells Yosys adds beside a block RAM (named after its data pins: mem.0.3_DOB7)
+    name = re.sub(r"\.\d+\.\d+_DO[AB]?\d+$", "", name)
     prev = None
     while prev != name:
         prev = name
@@ -995,7 +1052,7 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
         (d / "nextpnr.sh").write_text(" ".join(cmd[1:]) + "\n")
         np_s = _run(cmd, d, d / "nextpnr.log", prog, "nextpnr", _nextpnr_phase)
         prog.set("timing analysis")
-        fmax, crit, util, paths, sources = _timing(d, freq_mhz, worst_paths)
+        fmax, crit, util, paths, sources, slow = _timing(d, freq_mhz, worst_paths)
         r = ImplResult(
             config=cfg.name, device=device, package=package, speed=speed, freq_mhz=freq_mhz,
             luts=core["luts"], ffs=core["ffs"], brams=core["brams"], dsps=core["dsps"],
@@ -1003,7 +1060,7 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
             worst_paths=paths, worst_sources=sources, total=total, wrapper=wrap, nextpnr_utilisation=util,
             generate_s=round(gen_s, 1), yosys_s=round(ys_s, 1), nextpnr_s=round(np_s, 1),
             tools=tools, digest=digest, build_dir=str(d), depth_levels=levels,
-            depth_paths=dpaths)
+            depth_paths=dpaths, slow_endpoints=slow)
         rpath.write_text(r.to_json())
         _index_put(cache_dir, pre, digest)
         if not keep:
@@ -1025,16 +1082,18 @@ def _timing(d, freq_mhz, worst_paths):
         m = re.findall(r"Max frequency for clock '([^']*)': ([\d.]+) MHz",
                        (d / "nextpnr.log").read_text())
         fmax = float(m[-1][1]) if m else 0.0
-    paths, sources = [], []
+    paths, sources, slow = [], [], {}
     if worst_paths and (d / "routed.sdf").exists():
         try:
             text = (d / "routed.sdf").read_text()
             period = 1000.0 / freq_mhz
-            paths = sdf_worst_paths(text, period, n=worst_paths)
-            sources = sdf_worst_paths(text, period, n=worst_paths, distinct="start")
+            sta = _Sta(text)
+            paths = sdf_worst_paths(text, period, n=worst_paths, sta=sta)
+            sources = sdf_worst_paths(text, period, n=worst_paths, distinct="start", sta=sta)
+            slow = sdf_slow_endpoints(text, period, sta=sta)
         except Exception as e:                 # analysis is a bonus: never lose the result
             paths = [{"error": f"SDF analysis failed: {e!r}"}]
-    return fmax, crit, util, paths, sources
+    return fmax, crit, util, paths, sources, slow
 
 
 def analyse(build_dir, worst_paths=5):
@@ -1042,10 +1101,10 @@ def analyse(build_dir, worst_paths=5):
     there) and rewrite its ``result.json``; returns the :class:`ImplResult`."""
     d = Path(build_dir)
     r = ImplResult.from_json((d / "result.json").read_text())
-    fmax, crit, util, paths, sources = _timing(d, r.freq_mhz, worst_paths)
+    fmax, crit, util, paths, sources, slow = _timing(d, r.freq_mhz, worst_paths)
     r.fmax_mhz, r.critical_path, r.nextpnr_utilisation = fmax, crit or {}, util
     if paths:
-        r.worst_paths, r.worst_sources = paths, sources
+        r.worst_paths, r.worst_sources, r.slow_endpoints = paths, sources, slow
     (d / "result.json").write_text(r.to_json())
     return r
 

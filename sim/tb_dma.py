@@ -274,8 +274,15 @@ class _WriteIf(AxiRamWrite):
 class LatencyAxiRam:
     """cocotbext-axi's AxiRam (its memory, channel models and pause generators) with a
     pipelined latency, read reordering across IDs, an SLVERR window and protocol checks;
-    plus a bus monitor that records when the first error response handshakes and when each
-    AW became valid."""
+    plus a bus monitor that records when the first error response handshakes, when each AR
+    and AW became valid, and counts the transactions in flight from the handshakes:
+    ``outstanding_reads`` (+1 per AR, -1 per R beat with RLAST) and ``outstanding_writes``
+    (+1 per AW, -1 per B).
+
+    The monitor samples in ReadOnly after a rising edge, where valid and ready are the values
+    that handshake at the *next* edge; so read between a RisingEdge and its ReadOnly, the
+    counts are the transactions outstanding after that edge, the same ones the DUT's
+    registers see during the cycle it starts (its ``busy`` sampled in that ReadOnly)."""
 
     def __init__(self, dut, *, latency=0, reorder=False, rng=None, err_window=None):
         self.dut, self.latency, self.reorder = dut, latency, reorder
@@ -288,6 +295,9 @@ class LatencyAxiRam:
         self.aw_log = []               # (first cycle AWVALID seen, addr)
         self.r_beats = []              # cycle of every R handshake
         self.ar_cycles = []            # cycle of every AR handshake
+        self.ar_log = []               # (first cycle ARVALID seen, addr)
+        self.outstanding_reads = 0     # ARs accepted, last R beat not yet handshaken
+        self.outstanding_writes = 0    # AWs accepted, B not yet handshaken
         bus = AxiBus.from_prefix(dut, "m_axi")
         # AxiRam = cocotbext-axi's Memory + AxiRamWrite + AxiRamRead; built here from the same
         # parts with the latency-aware interfaces (subclasses of AxiRamWrite/AxiRamRead)
@@ -322,7 +332,7 @@ class LatencyAxiRam:
 
     async def _monitor(self):
         d = self.dut
-        aw_seen = None
+        aw_seen = ar_seen = None
         while True:
             await RisingEdge(d.clk)
             await ReadOnly()
@@ -332,16 +342,30 @@ class LatencyAxiRam:
                     aw_seen = c
                 if int(d.m_axi_awready.value):
                     self.aw_log.append((aw_seen, int(d.m_axi_awaddr.value)))
+                    self.outstanding_writes += 1
                     aw_seen = None
-            if int(d.m_axi_arvalid.value) and int(d.m_axi_arready.value):
-                self.ar_cycles.append(c)
+            if int(d.m_axi_arvalid.value):
+                if ar_seen is None:
+                    ar_seen = c
+                if int(d.m_axi_arready.value):
+                    self.ar_cycles.append(c)
+                    self.ar_log.append((ar_seen, int(d.m_axi_araddr.value)))
+                    self.outstanding_reads += 1
+                    ar_seen = None
             if int(d.m_axi_rvalid.value) and int(d.m_axi_rready.value):
                 self.r_beats.append(c)
+                if int(d.m_axi_rlast.value):
+                    self.outstanding_reads -= 1
                 if int(d.m_axi_rresp.value) >= 2 and self.first_error is None:
                     self.first_error = c
             if int(d.m_axi_bvalid.value) and int(d.m_axi_bready.value):
+                self.outstanding_writes -= 1
                 if int(d.m_axi_bresp.value) >= 2 and self.first_error is None:
                     self.first_error = c
+            if self.outstanding_reads < 0 or self.outstanding_writes < 0:
+                self.violations.append(f"cycle {c}: more RLAST/B handshakes than AR/AW")
+                self.outstanding_reads = max(self.outstanding_reads, 0)
+                self.outstanding_writes = max(self.outstanding_writes, 0)
 
     def load(self, mem):
         """Copy every page of a golden SparseMemory into the RAM."""
@@ -707,6 +731,94 @@ async def commands_while_busy(dut):
     assert not diff, diff
     await tb.run_script([("soft_reset",)])
     assert int(dut.cmd_ignored.value) == 0
+
+
+@cocotb.test(skip=bool(_BENCH))
+@cocotb.parametrize(mode=["slow_reorder", "plain"])
+async def soft_reset_in_flight(dut, mode):
+    """A soft reset while a bank's gather has AXI transactions in flight (``slow_reorder``:
+    reads and writes outstanding, latency 40, reordering, pauses and idle cycles; ``plain``:
+    reads outstanding, latency 20): the DMA starts no burst after the pulse, ``busy`` stays
+    high until every AR it issued got its last R beat and every AW its B (checked every
+    cycle on the bus monitor's counts), it stays idle afterwards with clean status; then a
+    gather of other keys into the same staging rows, a GPU step and their scatter leave the
+    whole memory as the golden prediction (the aborted gather's rows are all overwritten).
+    The cocotb counterpart of ``tests/gateware/test_dma.py::test_soft_reset_in_flight``."""
+    if mode == "slow_reorder":
+        tb = TB(dut, latency=40, reorder=True, pause=0.3, idle=0.3)
+    else:
+        tb = TB(dut, latency=20)
+    need_writes = mode == "slow_reorder"
+    cfg, rng, a = tb.cfg, tb.rng, tb.axi
+    await tb.start()
+    p = make_params(cfg, near_page=True, rows_per_table=ROWS)
+    tb.set_params(p)
+    mem = SparseMemory()
+    fill_memory(mem, cfg, p, seed=11, rows_per_table=ROWS)
+    tb.axi.load(mem)
+    keys = random_keys(cfg, rng, 2 * cfg.staging_rows, params=p)
+    first, second = keys[:cfg.staging_rows], keys[cfg.staging_rows:]
+    idx = list(range(cfg.staging_rows))
+    script = [("gather", 0, list(zip(first, idx))), ("soft_reset",),
+              ("gather", 0, list(zip(second, idx))), ("wait_gathers", 0),
+              ("gpu", [p.staging_addr(0, i) for i in idx], rng.randrange(1, 99)),
+              ("scatter", 0), ("wait_idle",)]
+    DmaRef(cfg, p, mem).run(script)
+    # the whole first gather is accepted (a job still queued at the pulse would be taken
+    # after the reset), then the pulse as soon as transactions are in flight
+    await tb.run_script(script[:1])
+    n = 0
+    while True:
+        await RisingEdge(dut.clk)       # the counts: outstanding after this edge
+        if a.outstanding_reads and (a.outstanding_writes or not need_writes):
+            break
+        n += 1
+        assert n < 10_000, f"no transactions in flight: {tb.status()}"
+    reads0, writes0 = a.outstanding_reads, a.outstanding_writes
+    assert reads0 > 0 and (writes0 > 0 or not need_writes), (reads0, writes0)
+    dut.soft_reset.value = 1
+    await ReadOnly()
+    c0 = a.cycle.n                      # the cycle soft_reset is high; halted from c0 + 1
+    await RisingEdge(dut.clk)
+    dut.soft_reset.value = 0
+    waited = n = 0
+    while True:
+        rd, wr = a.outstanding_reads, a.outstanding_writes
+        await ReadOnly()
+        if not int(dut.busy.value):
+            break
+        waited += bool(rd or wr)
+        await RisingEdge(dut.clk)
+        n += 1
+        assert n < 10_000, f"soft reset never completes: {tb.status()}"
+    assert rd == 0 and wr == 0, \
+        f"busy low {n + 1} cycles after the pulse with {rd} reads, {wr} writes outstanding"
+    assert waited > 0, "nothing was in flight after the pulse: the test proves nothing"
+    # nothing new after the pulse: a burst may still be first presented in cycle c0 + 1 (its
+    # AR/AW register loaded at the pulse's edge, before the halt), none later
+    late = [(c, hex(x)) for c, x in a.ar_log if c > c0 + 1] + \
+        [(c, hex(x)) for c, x in a.aw_log if c > c0 + 1]
+    assert not late, f"bursts issued after the soft reset pulse (cycle {c0}): {late[:4]}"
+    n_ar, n_aw, n_r = len(a.ar_log), len(a.aw_log), len(a.r_beats)
+    await RisingEdge(dut.clk)
+    await ClockCycles(dut.clk, 64)
+    await ReadOnly()
+    assert not int(dut.busy.value), "busy again after the soft reset"
+    assert (len(a.ar_log), len(a.aw_log), len(a.r_beats)) == (n_ar, n_aw, n_r), \
+        "AXI traffic after the soft reset completed"
+    assert not int(dut.error.value) and not int(dut.cmd_ignored.value)
+    assert int(dut.stat_rows_gathered.value) == 0 and int(dut.log_count_0.value) == 0
+    assert int(dut.gathers_done.value) == (1 << cfg.staging_banks) - 1   # nothing in flight
+    dut._log.info("soft reset (%s) with %d reads, %d writes outstanding; busy %d more "
+                  "cycles, %d of them with transactions in flight", mode, reads0, writes0,
+                  n + 1, waited)
+    await RisingEdge(dut.clk)
+    await tb.run_script(script[2:])
+    assert int(dut.stat_rows_gathered.value) == cfg.staging_rows
+    assert int(dut.stat_rows_scattered.value) == cfg.staging_rows
+    diff = a.compare(mem)
+    assert not diff, f"memory differs {diff}; " + explain(cfg, p, script, int(diff[0][0], 16))
+    tb.check_clean()
 
 
 @cocotb.test(skip=not _BENCH)

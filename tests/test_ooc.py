@@ -267,8 +267,22 @@ def test_sdf_worst_paths():
     assert [p["delay_ns"] for p in ooc.sdf_worst_paths(SDF, n=5, distinct="start")] == [2.0, 0.7]
 
 
+def test_sdf_slow_endpoints():
+    # endpoints: b/DI 2.0 ns, c/DI 1.2 ns, b/M 0.7 ns
+    w = ooc.sdf_slow_endpoints(SDF, 1.0)
+    assert (w["endpoints"], w["groups"]) == (2, 2)
+    assert w["histogram"] == {"2": 1, "1": 1}
+    assert w["by_unit"] == [{"unit": "u", "groups": 2, "endpoints": 2, "worst_ns": 2.0,
+                             "worst_start": "u.a", "worst_end": "u.b"}]
+    w = ooc.sdf_slow_endpoints(SDF, 0.5)            # b's two inputs: one register group
+    assert (w["endpoints"], w["groups"]) == (3, 2) and w["by_unit"][0]["endpoints"] == 3
+    assert ooc.sdf_slow_endpoints(SDF, 2.5)["groups"] == 0
+
+
 def test_base_names():
     assert ooc._base("dut.dut.fragmenter.s2_key[5]_TRELLIS_FF_Q_3") == "dut.dut.fragmenter.s2_key"
+    assert ooc._base("dut.x.counters.mem_b1.mem.0.3_DOB12_TRELLIS_FF_Q_1") \
+        == "dut.x.counters.mem_b1.mem"
     assert ooc._base("dut.x.mem.0.5$DPRAM_COMB0") == "dut.x.mem"
     assert ooc._unit("dut.dut.dma.core.wa_TRELLIS_FF_Q") == "dut.dut.dma.core"
 

@@ -25,6 +25,7 @@ from amaranth.utils import ceil_log2, exact_log2
 from ..config import HotlineConfig
 from ..hashing import SEED_COUNTER
 from .hash import h3_expr
+from .memories import COLLISION_ATTR
 
 __all__ = ["AccessCounterArray", "READ_QUEUE_DEPTH"]
 
@@ -455,7 +456,10 @@ class AccessCounterArray(wiring.Component):
         resp_data = Const(0, layout.size)
         in_flight = Const(0, 1)
         for b in range(banks):
-            mem = Memory(shape=layout, depth=rows, init=[])
+            # S1 replaces a word read while a write hits its row (the write in `lw`), so the
+            # collision's value does not matter: no old-word emulation in block RAM
+            mem = Memory(shape=layout, depth=rows, init=[],
+                         attrs={COLLISION_ATTR: "dont_care"})
             m.submodules[f"mem_b{b}"] = mem
             rp = mem.read_port()
             wp = mem.write_port()

@@ -17,6 +17,21 @@ for a write port returns the written data when both address the same word in the
 Yosys map it to LUT RAM on ECP5), others return the old word; write enables have Amaranth's
 granularity. In simulation the contents start undefined (X in Icarus, 0 in Verilator), which the tests exercise.
 
+Collisions. A non-transparent read of the word a write port writes in the same cycle returns
+the old word in Amaranth; ECP5 block RAM (DP16KD, across its two ports) returns an undefined
+one, so Yosys *emulates* the old word: it delays every write by a cycle and adds a register
+and a forwarding multiplexer per bit after the RAM (about two flip-flops and one LUT4 per
+bit, on the path out of the RAM). A read whose collisions do not matter says so, and the
+RAM module reads ``X`` there (per write granule), which Yosys maps to a plain block RAM
+(`"don't care on collision"`):
+
+* the RAM read behind a transparent port, for the write ports it is transparent to: their
+  data is forwarded over it anyway;
+* every read port of a memory created with ``attrs={COLLISION_ATTR: "dont_care"}``: the unit
+  promises not to use a word read in a cycle where a write port writes its address (the
+  counter array forwards those writes itself). In Icarus the word then reads ``X``, so a
+  unit that broke the promise fails its cocotb tests.
+
 Memories with non-zero initial contents are left to Amaranth.
 """
 
@@ -24,12 +39,46 @@ import hashlib
 
 from amaranth.hdl import ClockSignal, Instance, MemoryInstance, Shape
 
-__all__ = ["BehaviouralMemories"]
+__all__ = ["BehaviouralMemories", "COLLISION_ATTR"]
+
+#: Memory attribute: ``"dont_care"`` if no read port of the memory uses the word it reads in
+#: a cycle where a write port writes the same address (see the module docstring).
+COLLISION_ATTR = "hotline_read_collision"
 
 
-def _ram_verilog(name, width, depth, writes, reads):
+def _read_expr(j, width, writes, domain, dont_care):
+    """The word read port ``j`` registers: ``mem[r_addr]``, with ``X`` in the granules that a
+    write port of ``dont_care`` (indices, same clock domain) writes to the read address in
+    the same cycle."""
+    conds = []                 # (lo, hi, condition) per write granule
+    for i in dont_care:
+        w_domain, en_w = writes[i]
+        if w_domain != domain:
+            continue
+        gran = width // en_w
+        for g in range(en_w):
+            conds.append((g * gran, g * gran + gran - 1,
+                          f"w{i}_en[{g}] && w{i}_addr == r{j}_addr"))
+    if not conds:
+        return f"mem[r{j}_addr]"
+    cuts = sorted({0, width} | {lo for lo, _, _ in conds} | {hi + 1 for _, hi, _ in conds})
+    parts = []
+    for lo, nxt in zip(cuts, cuts[1:]):
+        hi = nxt - 1
+        expr = f"mem[r{j}_addr][{hi}:{lo}]"
+        for clo, chi, c in reversed(conds):
+            if clo <= lo and hi <= chi:
+                expr = f"({c}) ? {{{hi - lo + 1}{{1'bx}}}} : {expr}"
+        parts.append(expr)
+    if len(parts) == 1:
+        return parts[0]
+    return "{" + ", ".join(f"({p})" for p in reversed(parts)) + "}"
+
+
+def _ram_verilog(name, width, depth, writes, reads, dont_care=False):
     """Verilog of one RAM module. ``writes``: list of (domain, en_width); ``reads``: list of
-    (domain, transparent_for write indices)."""
+    (domain, transparent_for write indices). ``dont_care``: no read port uses the word it
+    reads while a write port writes that address (the module docstring)."""
     abits = max(1, (depth - 1).bit_length())
     ports, body = [], []
     for i, (domain, en_w) in enumerate(writes):
@@ -48,9 +97,11 @@ def _ram_verilog(name, width, depth, writes, reads):
             continue
         ports += [f"  input clk_r{j}", f"  input r{j}_en", f"  input [{abits - 1}:0] r{j}_addr",
                   f"  output {'' if transparent_for else 'reg '}[{width - 1}:0] r{j}_data"]
+        collide = range(len(writes)) if dont_care else transparent_for
+        rd = _read_expr(j, width, writes, domain, collide)
         if not transparent_for:
             body += [f"  always @(posedge clk_r{j}) begin",
-                     f"    if (r{j}_en) r{j}_data <= mem[r{j}_addr];",
+                     f"    if (r{j}_en) r{j}_data <= {rd};",
                      "  end"]
             continue
         # Transparency in soft logic beside a plain (read-first) RAM: register, with the
@@ -62,7 +113,7 @@ def _ram_verilog(name, width, depth, writes, reads):
         # instead of 4 DP16KD.
         body += [f"  reg [{width - 1}:0] r{j}_q;",
                  f"  always @(posedge clk_r{j}) begin",
-                 f"    if (r{j}_en) r{j}_q <= mem[r{j}_addr];",
+                 f"    if (r{j}_en) r{j}_q <= {rd};",
                  "  end"]
         sel = f"r{j}_q"
         for i in transparent_for:
@@ -113,10 +164,13 @@ class BehaviouralMemories:
         writes = [(p.domain, len(p.en)) for p in mem.write_ports]
         reads = [(p.domain, tuple(mem.write_ports.index(w) for w in p.transparent_for))
                  for p in mem.read_ports]
-        digest = hashlib.sha1(repr((width, mem.depth, writes, reads)).encode()).hexdigest()[:10]
+        dont_care = (mem.attrs or {}).get(COLLISION_ATTR) == "dont_care"
+        digest = hashlib.sha1(repr((width, mem.depth, writes, reads, dont_care))
+                              .encode()).hexdigest()[:10]
         name = f"{self.prefix}_{mem.depth}x{width}_{digest}"
         if name not in self.modules:
-            self.modules[name] = _ram_verilog(name, width, mem.depth, writes, reads)
+            self.modules[name] = _ram_verilog(name, width, mem.depth, writes, reads,
+                                              dont_care=dont_care)
         kw = {}
         for i, p in enumerate(mem.write_ports):
             kw.update({f"i_clk_w{i}": ClockSignal(p.domain), f"i_w{i}_addr": p.addr,
