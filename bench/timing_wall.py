@@ -5,14 +5,16 @@
 Reads a kept out-of-context build (``hotline-hw impl --keep``: ``routed.sdf`` is still in
 the build directory) and runs the SDF timing analysis of ``fpga.ooc``: for each of a few
 target frequencies, how many endpoint pins and register groups (a bus counts once) have
-arrival + setup above the period, and for the target ``--mhz`` the units holding them with
-each unit's worst path. ``--preset P`` takes the newest kept build of ``P`` in the cache
-(``$HOTLINE_BUILD_DIR/impl``, default ``build/impl``).
+arrival + setup above the period; for the target ``--mhz`` the units holding them, each
+with its worst path, and the start registers whose fanout reaches most of them.
+``--preset P`` takes the newest kept build of ``P`` in the cache (``$HOTLINE_BUILD_DIR/impl``,
+default ``build/impl``).
 
 Why: nextpnr reports the one worst path, and the worst-paths list in ``result.json`` the
 few worst distinct ones; when hundreds of registers sit just behind them (the ``ulx3s``
-route at 62.7 MHz had 904 register groups above 10 ns), cutting the worst path moves Fmax
-by nothing, and this count is what a frequency target has to bring to zero.
+route at 62.7 MHz had 507 register groups, 11,452 endpoint pins, above 10 ns), cutting the
+worst path moves Fmax by nothing, and this count is what a frequency target has to bring
+to zero.
 """
 
 import argparse
@@ -94,6 +96,17 @@ def main(argv=None):
     if len(at["by_unit"]) > 25:
         rest = at["by_unit"][25:]
         print(f"... {len(rest)} more units, {sum(e['groups'] for e in rest)} groups")
+    pins = max(1, at["endpoints"])
+    print(f"\nthe {at['endpoints']:,} slow endpoint pins start (worst path) at {at['starts']} "
+          f"register groups; the first {min(15, len(at['by_start']))}:")
+    print(f"{'start register':<48} {'pins':>6} {'share':>6} {'cum.':>6} {'groups':>6} "
+          f"{'worst':>6}")
+    cum = 0
+    for e in at["by_start"][:15]:
+        cum += e["endpoints"]
+        print(f"{e['start'].replace('dut.dut.', ''):<48} {e['endpoints']:>6} "
+              f"{e['endpoints'] / pins:>6.1%} {cum / pins:>6.1%} {e['groups']:>6} "
+              f"{e['worst_ns']:>6.2f}")
     return 0
 
 

@@ -57,7 +57,8 @@ from pathlib import Path
 __all__ = [
     "ImplResult", "GenericResult", "ImplError", "implement", "generic_cells",
     "wrapper_verilog", "blackbox_verilog", "parse_report", "sdf_worst_paths",
-    "sdf_slow_endpoints", "yosys_script", "nextpnr_args", "ROUTERS", "cache_key", "analyse", "DEVICES", "FLOW_VERSION",
+    "sdf_slow_endpoints", "yosys_script", "nextpnr_args", "ROUTERS", "cache_key", "analyse",
+    "DEVICES", "FLOW_VERSION",
 ]
 
 #: Bump when the flow changes in a way that changes results (invalidates every cache entry).
@@ -649,7 +650,8 @@ class _Sta:
         setup = {}           # input node -> setup time
         clock_pins = set()   # (inst, pin) used as the clock of a setup check
         cell_type = {}
-        clocked_paths = []   # (inst, src pin, dst pin, delay): resolved once the clock pins are known
+        clocked_paths = []   # (inst, src pin, dst pin, delay): resolved once the clock pins
+                             # are known
         for item in tree:
             if not (isinstance(item, list) and item and item[0] == "CELL"):
                 continue
@@ -799,10 +801,14 @@ def sdf_slow_endpoints(sdf_text, period_ns, sta=None, top=12):
     ``histogram`` {whole ns: groups whose worst endpoint is in that ns}, from the period up;
     ``by_unit``: the ``top`` units with most slow groups, each ``{"unit", "groups",
     "endpoints", "worst_ns", "worst_start", "worst_end"}`` (unit = the hierarchy of the
-    endpoint, ``dut.dut.`` removed)."""
+    endpoint, ``dut.dut.`` removed); ``starts`` and ``by_start``: how many start registers
+    the worst paths into the slow endpoint pins come from, and the ``top`` ones reaching
+    most pins, each ``{"start", "endpoints", "groups", "worst_ns"}`` (a few control
+    registers with a large fanout usually hold most of the wall)."""
     sta = sta or _Sta(sdf_text)
     worst = {}                      # group -> (delay, node)
     count = {}
+    starts = {}                     # start group -> [pins, {end groups}, worst]
     n_end = 0
     for delay, node in sta.ends:
         if delay <= period_ns:
@@ -811,6 +817,9 @@ def sdf_slow_endpoints(sdf_text, period_ns, sta=None, top=12):
         g = _base(node.rsplit("/", 1)[0])
         count[g] = count.get(g, 0) + 1
         worst.setdefault(g, (delay, node))
+        st = starts.setdefault(_base(sta.trace(node)[0].rsplit("/", 1)[0]), [0, set(), delay])
+        st[0] += 1
+        st[1].add(g)
     hist, units = {}, {}
     for g, (delay, node) in worst.items():
         b = int(delay)
@@ -826,9 +835,12 @@ def sdf_slow_endpoints(sdf_text, period_ns, sta=None, top=12):
             e["worst_start"] = _base(sta.trace(node)[0].rsplit("/", 1)[0])
             e["worst_end"] = g
     by_unit = sorted(units.values(), key=lambda e: (-e["groups"], -e["worst_ns"]))
+    by_start = [{"start": k, "endpoints": v[0], "groups": len(v[1]), "worst_ns": round(v[2], 3)}
+                for k, v in sorted(starts.items(), key=lambda kv: (-kv[1][0], -kv[1][2]))]
     return {"period_ns": round(period_ns, 3), "endpoints": n_end, "groups": len(worst),
+            "starts": len(starts),
             "histogram": {str(k): hist[k] for k in sorted(hist, reverse=True)},
-            "by_unit": by_unit[:top]}
+            "by_unit": by_unit[:top], "by_start": by_start[:top]}
 
 
 _IDX = re.compile(r"\[\d+\]|_\d+$|\.\d+$|\$[^.]*$")

@@ -274,8 +274,11 @@ def test_sdf_slow_endpoints():
     assert w["histogram"] == {"2": 1, "1": 1}
     assert w["by_unit"] == [{"unit": "u", "groups": 2, "endpoints": 2, "worst_ns": 2.0,
                              "worst_start": "u.a", "worst_end": "u.b"}]
+    assert w["starts"] == 1 and w["by_start"] == [{"start": "u.a", "endpoints": 2,
+                                                   "groups": 2, "worst_ns": 2.0}]
     w = ooc.sdf_slow_endpoints(SDF, 0.5)            # b's two inputs: one register group
     assert (w["endpoints"], w["groups"]) == (3, 2) and w["by_unit"][0]["endpoints"] == 3
+    assert [(e["start"], e["endpoints"]) for e in w["by_start"]] == [("u.a", 2), ("u.c", 1)]
     assert ooc.sdf_slow_endpoints(SDF, 2.5)["groups"] == 0
 
 
