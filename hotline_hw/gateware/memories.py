@@ -165,9 +165,8 @@ class BehaviouralMemories:
         reads = [(p.domain, tuple(mem.write_ports.index(w) for w in p.transparent_for))
                  for p in mem.read_ports]
         dont_care = (mem.attrs or {}).get(COLLISION_ATTR) == "dont_care"
-        # (a memory without the attribute keeps the name it had before the attribute)
-        key = (width, mem.depth, writes, reads) + (("dont_care",) if dont_care else ())
-        digest = hashlib.sha1(repr(key).encode()).hexdigest()[:10]
+        digest = hashlib.sha1(repr((width, mem.depth, writes, reads, dont_care))
+                              .encode()).hexdigest()[:10]
         name = f"{self.prefix}_{mem.depth}x{width}_{digest}"
         if name not in self.modules:
             self.modules[name] = _ram_verilog(name, width, mem.depth, writes, reads,
