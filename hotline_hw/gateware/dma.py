@@ -168,7 +168,7 @@ Cycle costs
 
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal
+from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -999,20 +999,34 @@ class GatherScatterDMA(wiring.Component):
                        Mux(b_fin, b_left, Mux(at_most(to_page, 2 * MB), b_room, MB)))
             return room, nlen, Mux(at_page, a_fin, b_fin)
 
+        def spare_credit(name, init, gain, ok, last, take, nlen, jlen):
+            """A credit check without a compare: ``spare = pool - need`` as one signed
+            register, where ``pool`` is the credit (free buffer beats, retired beats) and
+            ``need`` the length of the burst waiting for it (0 when none waits); the burst
+            may go when ``spare >= 0``, its sign bit. ``pool`` gains ``gain`` each cycle and
+            loses the burst's length when it goes (``ok``); ``need`` becomes ``nlen`` when a
+            burst that is not its row's ``last`` goes, ``jlen`` when a new row is ``take``n
+            and 0 when the last burst goes without one. Every case is ``spare + gain - x``:
+            the sums are made beside the handshake, which only selects one."""
+            spare = Signal(signed(db + 2), init=init, name=name)
+            a = spare + gain
+            m.d.sync += spare.eq(Mux(take, a - jlen, Mux(ok & ~last, a - nlen, a)))
+            return ~spare[-1]
+
         # precomputed one cycle early (with rj_src/rj_left): the next AR's length and whether
-        # it is the row's last, and the free buffer space, so that AR issue and `rd_take` use
-        # register outputs and one compare
+        # it is the row's last, and the buffer credit, so that AR issue and `rd_take` use
+        # register outputs and no compare
         ar_len = Signal(burst_bits)         # burst_of(ar_room, rj_left)
         ar_fin = Signal()                   # rj_left == ar_len
         ar_room = Signal(tp_bits)           # page_room(rj_src)
-        buf_free = Signal(db + 1, init=D)   # D - (wa - wptr): buffer beats not allocated
+        buf_fits = Signal()                 # ar_len <= buffer beats not allocated (D - (wa - wptr))
         ar_ok, ar_last = Signal(), Signal()
         # stop at once when an error response is seen (the R beat in its register, the B
         # response in its handshake cycle), before `error` itself is set
         halt_now = Signal()
         m.d.comb += [
             ar_ok.eq(rj_v & (~ar_valid | axi.arready) & (in_use < N)
-                     & (ar_len <= buf_free) & ~halt_now),
+                     & buf_fits & ~halt_now),
             ar_last.eq(ar_ok & ar_fin),
             rd_take.eq(jsk.o.valid & ~halt & row_fifo.w_rdy & (~rj_v | ar_last)),
             jsk.o.ready.eq(rd_take),
@@ -1097,7 +1111,6 @@ class GatherScatterDMA(wiring.Component):
 
         # retire in order
         retire = Signal()
-        avail = Signal(db + 1)            # retired beats not yet claimed by an AW
         m.d.comb += retire.eq((in_use != 0) & t_done[rt])
         with m.If(retire):
             m.d.sync += [t_done[rt].eq(0), rt.eq(rt + 1)]
@@ -1115,25 +1128,24 @@ class GatherScatterDMA(wiring.Component):
         wr_bank = Signal(bank_bits)
         aw_valid = Signal()
         # precomputed with wr_dst/wr_left, as on the read side: the row FIFO's read enable
-        # then depends on one credit compare (avail >= aw_len) of register outputs
+        # then depends on the sign of one credit register (retired beats >= aw_len)
         aw_len = Signal(burst_bits)         # burst_of(aw_room, wr_left)
         aw_fin = Signal()                   # wr_left == aw_len
         aw_room = Signal(tp_bits)           # page_room(wr_dst)
         aw_ok, aw_last, wr_take = Signal(), Signal(), Signal()
+        beats_ready = Signal()              # aw_len <= retired beats not claimed by an AW
         m.d.comb += [
-            aw_ok.eq(wr_v & (~aw_valid | axi.awready) & (avail >= aw_len) & b_fifo.w_rdy
+            aw_ok.eq(wr_v & (~aw_valid | axi.awready) & beats_ready & b_fifo.w_rdy
                      & wl_fifo.w_rdy & ~halt_now),
             aw_last.eq(aw_ok & aw_fin),
             wr_take.eq(row_fifo.r_rdy & (~wr_v | aw_last) & ~halt),
             row_fifo.r_en.eq(wr_take),
         ]
-        # both next values are computed beside the credit compare and `aw_ok` only selects
-        # one (the compare, `aw_ok` and a subtraction in series were a 17-level path)
+        # the credit is the beats of retired bursts, counted a cycle after they retire
+        # (`ret_beats`, a register: the retire pointer's multiplexers and an adder in series
+        # with the credit were a 15-level path), less those claimed by AWs
         ret_beats = Signal(db + 1)
-        avail_ret = Signal(db + 1)
-        m.d.comb += [ret_beats.eq(Mux(retire & ~t_err[rt], t_len[rt] + 1, 0)),
-                     avail_ret.eq(avail + ret_beats)]
-        m.d.sync += avail.eq(Mux(aw_ok, avail_ret - aw_len, avail_ret))
+        m.d.sync += ret_beats.eq(Mux(retire & ~t_err[rt], t_len[rt] + 1, 0))
         m.d.comb += [
             axi.awvalid.eq(aw_valid), axi.awsize.eq(lbb), axi.awburst.eq(1),
             axi.awcache.eq(0b0011), axi.awlock.eq(0), axi.awprot.eq(0), axi.awid.eq(0),
@@ -1150,6 +1162,8 @@ class GatherScatterDMA(wiring.Component):
         rowout = data.View(row_layout, row_fifo.r_data)
         wroom = page_room(rowout.dst)
         wlen, wfin = burst_of(wroom, rowout.beats)
+        m.d.comb += beats_ready.eq(spare_credit("beat_spare", 0, ret_beats, aw_ok, aw_last,
+                                                wr_take, nwlen, wlen))
         with m.If(aw_ok):
             m.d.sync += [aw_valid.eq(1), axi.awaddr.eq(wr_dst), axi.awlen.eq(aw_len - 1)]
             m.d.sync += [wr_dst.eq(ndst), wr_left.eq(nwl), aw_len.eq(nwlen),
@@ -1192,7 +1206,8 @@ class GatherScatterDMA(wiring.Component):
             m.d.sync += w_valid.eq(0)
         with m.If(w_valid & axi.wready):
             m.d.sync += stats["bytes_written"].eq(stats["bytes_written"] + bb)
-        m.d.sync += buf_free.eq(buf_free - Mux(ar_ok, ar_len, 0) + fetch)
+        m.d.comb += buf_fits.eq(spare_credit("buf_spare", D, fetch, ar_ok, ar_last, rd_take,
+                                             nlen, jlen))
 
         # B: complete rows
         bout = data.View(b_layout, b_fifo.r_data)

@@ -17,16 +17,16 @@ PREFIX     histogram -> start offset of each count value,         ``<= 2**counte
            highest count first
 SCATTER    read every set again, write each candidate's          ``sets * (ways + r)``
            (set, way) to ``sorted[offset[count]++]``
-WALK       per candidate in sorted order: read its set, take     ``<= candidates * (r + 8)``
+WALK       per candidate in sorted order: read its set, take     ``<= candidates * (r + 9)``
            the key, place it, write the CAM, emit ``(key, slot)``
 =========  ====================================================  ============================
 
 ``r`` is the round trip of a counter-array read (request to response, a few cycles). So an
-install takes about ``2**(counter_bits + 1) + 2 * sets * (ways + r) + candidates * (r + 8)``
+install takes about ``2**(counter_bits + 1) + 2 * sets * (ways + r) + candidates * (r + 9)``
 cycles. Measured (``bench/gateware_bench.py``) for the ``ulx3s`` preset (4096 sets x 4 ways,
-12-bit counters) after learning a Criteo Kaggle-like trace of 200,000 lookups: 140,780
-cycles for 16,379 candidates (4,096 rows installed; 144,868 before PREFIX was pipelined),
-about 1.4 ms at 100 MHz. The engine needs a ``2**counter_bits``-entry
+12-bit counters) after learning a Criteo Kaggle-like trace of 200,000 lookups: 149,187
+cycles for 16,379 candidates (4,096 rows installed; 140,780 before the fill word was
+registered, 144,868 before PREFIX was pipelined), about 1.5 ms at 100 MHz. The engine needs a ``2**counter_bits``-entry
 histogram and a ``sets * ways``-entry array of (set, way) positions.
 
 The CAM must be empty when the engine starts (the top evicts and clears it first).
@@ -41,7 +41,8 @@ forwards its own last two writes (``fwd1``, ``fwd2``, compares of address regist
 of relying on a transparent read port, so the block RAM's output feeds only a register;
 PREFIX runs through the same pipeline at one level per cycle. The walk selects the
 candidate's key with a one-hot way register (``pos_sel``), and a fill word carries a
-``full`` bit so that the skip decision is one bit of the memory's output. No
+``full`` bit so that the skip decision is one bit of a register (``f_word``, the memory's
+output registered in ``FILL_WORD``: one cycle per candidate of a ``hash`` CAM). No
 variable-index ``ArrayLayout`` access is left: Yosys builds one as a shifter (a multiplier
 for the ``index * width`` offset and a barrel shifter), 17 levels deep on ``ulx3s``.
 """
@@ -154,6 +155,7 @@ class InstallEngine(wiring.Component):
                                                      init=[])
             f_wr = fill.write_port()
             f_rd = fill.read_port()
+            f_word = Signal(fill_layout)      # the word read, registered (FILL_WORD)
 
         eff_thr = Signal(cfg.counter_bits)   # the threshold, 0 read as 1 (a register)
         set_idx = Signal(cfg.counter_set_bits + 1)   # one past the last set ends a sweep
@@ -381,11 +383,17 @@ class InstallEngine(wiring.Component):
 
             if hashed:
                 with m.State("FILL_READ"):      # (the fill memory is read at the key's set)
+                    m.next = "FILL_WORD"
+
+                # the word read is registered before it decides anything: a block RAM's
+                # output into the state and `walk_i` logic was `ulx3s`'s third-slowest path
+                with m.State("FILL_WORD"):
+                    m.d.sync += f_word.eq(f_rd.data)
                     m.next = "FILL_DECIDE"
 
                 with m.State("FILL_DECIDE"):
-                    used = f_rd.data.n
-                    with m.If(f_rd.data.full):
+                    used = f_word.n
+                    with m.If(f_word.full):
                         m.d.sync += [self.skipped.eq(self.skipped + 1), walk_i.eq(walk_i + 1)]
                         m.next = "WALK_READ"
                     with m.Else():
