@@ -470,7 +470,10 @@ class AccessCounterArray(wiring.Component):
             # S2's operand: the memory word, or the data of one of the three writes that
             # are newer than the memory word. S1 already takes the newest of the memory word
             # and the two older writes (s2_pre); S2 only chooses between it and s3_new.
-            s2_pre = Signal(layout, name=f"s2_pre_b{b}")
+            # (The words, counts and rows below have no reset: each is used only while the
+            # valid bit of its stage, which resets, says so; 2.2k flip-flops on `ulx3s` stay
+            # off the reset net.)
+            s2_pre = Signal(layout, name=f"s2_pre_b{b}", reset_less=True)
             # S3 writes our row now (take s3_new), in two copies that share the fanout of
             # the operand multiplexer: one for the keys, one for the valid bits and counts.
             # (Yosys merges flip-flops with equal inputs and equal reset behaviour, so the
@@ -484,15 +487,16 @@ class AccessCounterArray(wiring.Component):
             s2_rd = Signal(name=f"s2_rd_b{b}")      # S2 holds a read
             s2_old = Signal(layout, name=f"s2_old_b{b}")
             s2_sel = Signal(ways, name=f"s2_sel_b{b}")
-            s3_old = Signal(layout, name=f"s3_old_b{b}")
+            s3_old = Signal(layout, name=f"s3_old_b{b}", reset_less=True)
             s3_flag = Signal(name=f"s3_flag_b{b}")  # valid bit of the ways S3 retags
             s3_tt = Signal(ways, name=f"s3_tag_take_b{b}")
             s3_tc = Signal(ways, name=f"s3_cnt_take_b{b}")
-            s3_cnt = Signal(data.ArrayLayout(cbits, ways), name=f"s3_cnt_b{b}")
+            s3_cnt = Signal(data.ArrayLayout(cbits, ways), name=f"s3_cnt_b{b}",
+                            reset_less=True)
             s3_new = Signal(layout, name=f"s3_new_b{b}")
             lw_valid = Signal(name=f"lw_valid_b{b}")
-            lw_row = Signal(row_bits, name=f"lw_row_b{b}")
-            lw_data = Signal(layout, name=f"lw_data_b{b}")
+            lw_row = Signal(row_bits, name=f"lw_row_b{b}", reset_less=True)
+            lw_data = Signal(layout, name=f"lw_data_b{b}", reset_less=True)
 
             m.d.comb += [rp.addr.eq(s0[b].row), rp.en.eq(s0[b].valid)]
             # the key of S1's lookup (0 for sweeps and reads, which dispatch no lane)

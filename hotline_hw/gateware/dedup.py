@@ -187,9 +187,11 @@ class DedupBank(Elaboratable):
         # c + 3, so the word it reads misses the writes of cycles c + 1 and c + 2 (the two
         # ops ahead of it): B2 puts the first into the word, B3 the second.
         b1_valid, b2_valid, b3_valid = Signal(), Signal(), Signal()
-        b1_op = Signal(geo.op_layout(cfg))
-        b2_op = Signal(geo.op_layout(cfg))
-        b3_op = Signal(geo.op_layout(cfg))
+        # (the ops and words of B1-B3 have no reset: each is used only while its stage's
+        # valid bit, which resets, says so; they stay off the reset net)
+        b1_op = Signal(geo.op_layout(cfg), reset_less=True)
+        b2_op = Signal(geo.op_layout(cfg), reset_less=True)
+        b3_op = Signal(geo.op_layout(cfg), reset_less=True)
         op = in_q.peek[0]
         issue = Signal()
         m.d.comb += [
@@ -208,7 +210,7 @@ class DedupBank(Elaboratable):
         # writes, as B3's write of the B0 cycle has been registered into it.
         # With more than 32 sets the multiplexer is cut in two: B1 picks the bit of every
         # group of 32 sets (`b2_tgrp`, one 32-to-1 multiplexer per group), B2 the group's.
-        b2_raw = Signal(word_layout)
+        b2_raw = Signal(word_layout, reset_less=True)
         b2_touched = Signal()
         m.d.sync += [b2_valid.eq(b1_valid), b2_op.eq(b1_op), b2_raw.eq(rp.data)]
         gsz = TOUCHED_GROUP
@@ -237,7 +239,7 @@ class DedupBank(Elaboratable):
         w1_entry = Signal(entry)
         fb_oh = Signal(ways)
         m.d.comb += fb_oh.eq(Mux(w1_valid & (w1_lset == b2_op.lset), w1_oh, 0))
-        b3_word = Signal(word_layout)
+        b3_word = Signal(word_layout, reset_less=True)
         b3_match = Signal(ways)              # way w holds the key (with the earlier write)
         b3_free = Signal(ways)               # way w is free (with the earlier write)
         fa_oh = Signal(ways)

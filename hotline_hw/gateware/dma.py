@@ -578,7 +578,14 @@ class GatherScatterDMA(wiring.Component):
         sel_key = Signal(kb)
         sel_n = Signal(nbits)
 
-        j1_kind, j1_bank, j1_key, j1_n = Signal(2), Signal(bank_bits), Signal(kb), Signal(nbits)
+        # (The jobs' fields in J1-J3 have no reset, like the other data registers of the
+        # core: each is used only while its stage's valid bit, which resets, says so; they
+        # stay off the core's reset net, which has every control register of the core.)
+        def dreg(shape, name):
+            return Signal(shape, name=name, reset_less=True)
+
+        j1_kind, j1_bank, j1_key, j1_n = (dreg(2, "j1_kind"), dreg(bank_bits, "j1_bank"),
+                                          dreg(kb, "j1_key"), dreg(nbits, "j1_n"))
         # the key check is registered with the job in J1 (`j1_bad`): a job with a bad key
         # takes J1 for a cycle, sets `bad_key` and goes no further. A job counts as
         # in flight from J1 on (`j1_live`); the in-flight counters add it when it leaves J1
@@ -590,17 +597,17 @@ class GatherScatterDMA(wiring.Component):
         m.d.comb += j1_live.eq(j1_v & ~j1_bad)
         with m.If(j1_v & j1_bad):
             m.d.sync += self.bad_key.eq(1)
-        j2_kind, j2_bank = Signal(2), Signal(bank_bits)
-        j2_tbase, j2_nbase, j2_nprod = (Signal(ADDR_BITS, name=n) for n in
+        j2_kind, j2_bank = dreg(2, "j2_kind"), dreg(bank_bits, "j2_bank")
+        j2_tbase, j2_nbase, j2_nprod = (dreg(ADDR_BITS, n) for n in
                                         ("j2_tbase", "j2_nbase", "j2_nprod"))
         # row * row_stride as two registered partial products (the stride's 16-bit halves),
         # added in J3 with the table base: each is one 18x18 multiplier for rows of up to 18
         # bits, so no adder follows a multiplier before a register
         # (full-width registers: their constant upper bits cost nothing after synthesis)
-        j2_hlo = Signal(ADDR_BITS)
-        j2_hhi = Signal(ADDR_BITS - 16)
-        j3_kind, j3_bank = Signal(2), Signal(bank_bits)
-        j3_src, j3_dst = Signal(ADDR_BITS), Signal(ADDR_BITS)
+        j2_hlo = dreg(ADDR_BITS, "j2_hlo")
+        j2_hhi = dreg(ADDR_BITS - 16, "j2_hhi")
+        j3_kind, j3_bank = dreg(2, "j3_kind"), dreg(bank_bits, "j3_bank")
+        j3_src, j3_dst = dreg(ADDR_BITS, "j3_src"), dreg(ADDR_BITS, "j3_dst")
         tbases = Array(self.table_base)
         sbases = Array(self.staging_base)
         with m.If(adv):
@@ -940,7 +947,7 @@ class GatherScatterDMA(wiring.Component):
         m.submodules.row_fifo = row_fifo = SyncFIFOBuffered(
             width=row_layout.size, depth=max(4, T))
         rj_v = Signal()
-        rj_src = Signal(ADDR_BITS)
+        rj_src = dreg(ADDR_BITS, "rj_src")
         rj_left = Signal(beat_bits)
         ar_valid = Signal()
         in_use = Signal(range(T + 1))
@@ -950,8 +957,8 @@ class GatherScatterDMA(wiring.Component):
         wptr = Signal(db + 1)               # buffer read (W fetch) pointer
         # buffer address of the tag's next R beat (its burst's space starts at `wa` when
         # the AR is issued)
-        t_ptr = Array(Signal(db, name=f"t_ptr{t}") for t in range(T))
-        t_len = Array(Signal(8, name=f"t_len{t}") for t in range(T))
+        t_ptr = Array(dreg(db, f"t_ptr{t}") for t in range(T))    # (of tags in use)
+        t_len = Array(dreg(8, f"t_len{t}") for t in range(T))
         t_done = Array(Signal(name=f"t_done{t}") for t in range(T))
         t_err = Array(Signal(name=f"t_err{t}") for t in range(T))
         m.submodules.tag_addr = tag_addr = Memory(shape=ADDR_BITS, depth=T, init=[])
@@ -1008,9 +1015,14 @@ class GatherScatterDMA(wiring.Component):
             burst that is not its row's ``last`` goes, ``jlen`` when a new row is ``take``n
             and 0 when the last burst goes without one. Every case is ``spare + gain - x``:
             the sums are made beside the handshake, which only selects one."""
-            spare = Signal(signed(db + 2), init=init, name=name)
-            a = spare + gain
-            m.d.sync += spare.eq(Mux(take, a - jlen, Mux(ok & ~last, a - nlen, a)))
+            w = max(db + 1, burst_bits) + 1          # pool <= D, need <= MB, and a sign
+            spare = Signal(signed(w), init=init, name=name)
+            # (operands of one signed width: the arithmetic needs no sign extension)
+            def sw(v):
+                return Cat(v, Const(0, max(0, w - len(v))))[:w].as_signed()
+
+            a = sw(spare + sw(gain))
+            m.d.sync += spare.eq(Mux(take, a - sw(jlen), Mux(ok & ~last, a - sw(nlen), a)))
             return ~spare[-1]
 
         # precomputed one cycle early (with rj_src/rj_left): the next AR's length and whether
@@ -1074,7 +1086,7 @@ class GatherScatterDMA(wiring.Component):
         # per tag (ids == tags) the tag is the ID itself.
         r1_v, r1_last = Signal(), Signal()
         r1_id = Signal(max(1, idl))
-        r1_data = Signal(cfg.axi_data_bits)
+        r1_data = dreg(cfg.axi_data_bits, "r1_data")
         r1_resp = Signal(2)
         r_tag = Signal(tb_)
         rid = axi.rid[:idl] if idl else Const(0, 1)
@@ -1122,7 +1134,7 @@ class GatherScatterDMA(wiring.Component):
         m.submodules.b_fifo = b_fifo = SyncFIFOBuffered(width=b_layout.size, depth=max(4, T))
         m.submodules.wl_fifo = wl_fifo = SyncFIFOBuffered(width=8, depth=4)
         wr_v = Signal()
-        wr_dst = Signal(ADDR_BITS)
+        wr_dst = dreg(ADDR_BITS, "wr_dst")
         wr_left = Signal(beat_bits)
         wr_kind = Signal(2)
         wr_bank = Signal(bank_bits)

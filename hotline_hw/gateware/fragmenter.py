@@ -398,8 +398,10 @@ class MiniBatchFragmenter(wiring.Component):
             return fm.bank[i] if bb else Const(0, 1)
 
         d0_valid = Signal()
-        d0_meta = Signal(meta_layout)
-        d0_res = Signal(res_layout)
+        # (data registers without reset, here and in the retire stage: each is used only
+        # while its valid bit, which resets, says so; they stay off the reset net)
+        d0_meta = Signal(meta_layout, reset_less=True)
+        d0_res = Signal(res_layout, reset_less=True)
         kind = [Signal(2, name=f"d_kind{i}") for i in range(L)]
         rank = [Signal(range(L), name=f"d_rank{i}") for i in range(L)]
         d_need = [Signal(range(L + 1), name=f"d_need{b}") for b in range(B)]
@@ -551,8 +553,9 @@ class MiniBatchFragmenter(wiring.Component):
             m.d.comb += anew[i].eq(amiss[i] & (ares[i].kind == KIND_NEW))
 
         # the pipeline register between take and assign
-        rp_beat = Signal(beat_layout)        # the beat, as it was in the beat FIFO
-        rp_res = [Signal(res_l, name=f"rp_res{i}") for i in range(L)]    # lane's de-dup result
+        rp_beat = Signal(beat_layout, reset_less=True)    # the beat, as it was in the beat FIFO
+        rp_res = [Signal(res_l, name=f"rp_res{i}", reset_less=True)      # lane's de-dup result
+                  for i in range(L)]
         rp_new = Signal(L)                   # lane is a new row (a miss, KIND_NEW)
         rp_any_new = Signal()                # rp_new != 0
         rp_pre = [Signal(range(L), name=f"rp_pre{i}") for i in range(L)]  # new rows before it
@@ -564,8 +567,9 @@ class MiniBatchFragmenter(wiring.Component):
         h_new = [Signal(L, name=f"h{t}_new") for t in range(HIST)]
         h_bank = [[Signal(max(1, bb), name=f"h{t}_bank{j}") for j in range(L)]
                   for t in range(HIST)]
-        h_ord = [[Signal(ordb, name=f"h{t}_ord{j}") for j in range(L)] for t in range(HIST)]
-        h_val = [[Signal(geo.value_bits, name=f"h{t}_val{j}") for j in range(L)]
+        h_ord = [[Signal(ordb, name=f"h{t}_ord{j}", reset_less=True) for j in range(L)]
+                 for t in range(HIST)]
+        h_val = [[Signal(geo.value_bits, name=f"h{t}_val{j}", reset_less=True) for j in range(L)]
                  for t in range(HIST)]
         # per bank: new rows retired in this mini-batch (their ordinals are 0 .. fcnt - 1),
         # and the first ordinal of the beat retired last (h0)
