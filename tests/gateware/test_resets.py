@@ -1,0 +1,93 @@
+"""Which flip-flops reset: control registers do, data registers behind a valid bit do not.
+
+A data register whose value matters only while its stage's valid bit says so has no reset
+(``reset_less``): it stays off the reset nets, which on ``ulx3s`` reached ~8.7k flip-flops
+and were among the start points of the slowest routed paths (``bench/timing_wall.py``).
+These tests pin that split down from the elaborated design: the valid bits (whose reset
+the design's correctness rests on) reset, the named data registers do not, and the reset
+bits of a preset stay within a budget. Behaviour after a reset with stale data in those
+registers is checked by the soft-reset tests (``test_dma.py::test_soft_reset_in_flight``,
+``sim/tb_dma.py::soft_reset_in_flight``, the fragmenter and top flush tests).
+"""
+
+import fnmatch
+
+import pytest
+from amaranth.hdl import Fragment
+from amaranth.hdl._ast import Assign, Switch    # (amaranth pinned in pyproject.toml)
+
+from hotline_hw.config import preset
+from hotline_hw.gateware.top import HotlineAccelerator
+
+
+def _lhs(stmt, out):
+    if isinstance(stmt, Assign):
+        for s in stmt.lhs._lhs_signals():
+            out[id(s)] = s
+    elif isinstance(stmt, Switch):
+        for _patterns, stmts, *_ in stmt.cases:
+            for st in stmts:
+                _lhs(st, out)
+
+
+def sync_registers(elaboratable):
+    """``{"unit.path": [Signal, ...]}``: the signals driven in a clocked domain, per module."""
+    regs = {}
+
+    def walk(frag, path):
+        for domain, stmts in frag.statements.items():
+            if domain == "comb":
+                continue
+            sigs = {}
+            for st in stmts:
+                _lhs(st, sigs)
+            regs.setdefault(path, []).extend(sigs.values())
+        for sub, name, *_ in frag.subfragments:
+            walk(sub, f"{path}.{name}" if path else str(name))
+
+    walk(Fragment.get(elaboratable, None), "")
+    return regs
+
+
+@pytest.fixture(scope="module")
+def ulx3s_regs():
+    return sync_registers(HotlineAccelerator(preset("ulx3s")))
+
+
+def _find(regs, unit, pattern):
+    got = [s for s in regs.get(unit, []) if fnmatch.fnmatchcase(s.name, pattern)]
+    assert got, f"no register {pattern!r} in {unit!r}"
+    return got
+
+
+# (unit, registers without reset, valid bits of the same stages that must reset)
+SPLIT = [
+    ("popularity.cam", ["s2_set*", "s3_key", "s4_word*", "s5_word*", "s6_set*"],
+     ["s2_live", "s3_live", "s4_live", "s5_live", "s6_valid", "s6_match*"]),
+    ("popularity.counters", ["s2_pre_b*", "s3_old_b*", "s3_cnt_b*", "lw_data_b*", "lw_row_b*"],
+     ["s1_b*", "s2_b*", "s3_b*", "lw_valid_b*", "s2_f1_0_b*"]),
+    ("fragmenter.dedup0", ["b1_op", "b2_op", "b3_op", "b2_raw", "b3_word"],
+     ["touched", "newcnt", "rptr"]),   # (b1..b3_valid are unnamed: a tuple assignment)
+    ("fragmenter", ["d0_meta", "d0_res", "rp_beat", "rp_res*", "h*_ord*", "h*_val*"],
+     ["d0_valid", "rp_valid", "h*_new"]),
+    ("dma.core", ["j1_key", "j2_tbase", "j3_src", "j3_dst", "rj_src", "wr_dst", "r1_data",
+                  "t_ptr*", "t_len*"],
+     ["j1_bad", "j3_v", "rj_v", "wr_v", "r1_last", "t_done*", "beat_spare", "buf_spare"]),
+]
+
+
+@pytest.mark.parametrize("unit, data_regs, valid_regs", SPLIT, ids=[s[0] for s in SPLIT])
+def test_data_registers_have_no_reset_valid_bits_do(ulx3s_regs, unit, data_regs, valid_regs):
+    for pat in data_regs:
+        with_reset = [s.name for s in _find(ulx3s_regs, unit, pat) if not s.reset_less]
+        assert not with_reset, f"{unit}: data registers with a reset: {with_reset}"
+    for pat in valid_regs:
+        without = [s.name for s in _find(ulx3s_regs, unit, pat) if s.reset_less]
+        assert not without, f"{unit}: control registers without reset: {without}"
+
+
+def test_reset_bits_within_budget(ulx3s_regs):
+    """21,084 flip-flop bits reset on ``ulx3s`` before the data registers lost theirs;
+    13,510 after (the register block's 2.5k and the statistics are architectural)."""
+    bits = sum(len(s) for sigs in ulx3s_regs.values() for s in sigs if not s.reset_less)
+    assert bits <= 14_000, bits
