@@ -809,6 +809,7 @@ def sdf_slow_endpoints(sdf_text, period_ns, sta=None, top=12):
     worst = {}                      # group -> (delay, node)
     count = {}
     starts = {}                     # start group -> [pins, {end groups}, worst]
+    start_of = {}                   # group -> start group of its worst endpoint
     n_end = 0
     for delay, node in sta.ends:
         if delay <= period_ns:
@@ -817,7 +818,9 @@ def sdf_slow_endpoints(sdf_text, period_ns, sta=None, top=12):
         g = _base(node.rsplit("/", 1)[0])
         count[g] = count.get(g, 0) + 1
         worst.setdefault(g, (delay, node))
-        st = starts.setdefault(_base(sta.trace(node)[0].rsplit("/", 1)[0]), [0, set(), delay])
+        s = _base(sta.trace(node)[0].rsplit("/", 1)[0])     # (each endpoint traced once)
+        start_of.setdefault(g, s)
+        st = starts.setdefault(s, [0, set(), delay])
         st[0] += 1
         st[1].add(g)
     hist, units = {}, {}
@@ -832,7 +835,7 @@ def sdf_slow_endpoints(sdf_text, period_ns, sta=None, top=12):
         e["endpoints"] += count[g]
         if delay > e["worst_ns"]:
             e["worst_ns"] = round(delay, 3)
-            e["worst_start"] = _base(sta.trace(node)[0].rsplit("/", 1)[0])
+            e["worst_start"] = start_of[g]
             e["worst_end"] = g
     by_unit = sorted(units.values(), key=lambda e: (-e["groups"], -e["worst_ns"]))
     by_start = [{"start": k, "endpoints": v[0], "groups": len(v[1]), "worst_ns": round(v[2], 3)}
