@@ -399,19 +399,19 @@ class PopularityCAM(wiring.Component):
         entry_layout = data.StructLayout({"valid": 1, "key": kb})
         word_layout = data.ArrayLayout(entry_layout, ways)
 
-        def pipe(name, src, shape, *, data=False):
-            """A register of ``src``, one cycle later. ``data``: a register without reset,
+        def pipe(name, src, shape, *, reset_less=False):
+            """A register of ``src``, one cycle later. ``reset_less``: no reset,
             for values that only matter while the stage's ``live`` / ``valid`` bits (which
             reset) say so: the sets, keys and memory words (2.7k flip-flops on ``ulx3s``)
             then stay off the reset net."""
-            r = Signal(shape, name=name, reset_less=data)
+            r = Signal(shape, name=name, reset_less=reset_less)
             m.d.sync += r.eq(src)
             return r
 
         # (2) hash: the registered set index is the memory address
         s2_set = [pipe(f"s2_set{i}", h3_expr(c.s1_key[i], SEED_CAM, kb, set_bits), set_bits,
-                       data=True) for i in range(lanes)]
-        s2_key = pipe("s2_key", c.s1_key, c.s1_key.shape(), data=True)
+                       reset_less=True) for i in range(lanes)]
+        s2_key = pipe("s2_key", c.s1_key, c.s1_key.shape(), reset_less=True)
         s2_valid = pipe("s2_valid", c.s1_valid, lanes)
         s2_live = pipe("s2_live", c.s1_live, lanes)
 
@@ -449,24 +449,24 @@ class PopularityCAM(wiring.Component):
                 m.d.comb += rd_b.addr.eq(s2_set[2 * p + 1])
                 rd_data.append(rd_b.data)
 
-        s3_set = [pipe(f"s3_set{i}", s2_set[i], set_bits, data=True)
+        s3_set = [pipe(f"s3_set{i}", s2_set[i], set_bits, reset_less=True)
                   for i in range(lanes)]
-        s3_key = pipe("s3_key", s2_key, s2_key.shape(), data=True)
+        s3_key = pipe("s3_key", s2_key, s2_key.shape(), reset_less=True)
         s3_valid = pipe("s3_valid", s2_valid, lanes)
         s3_live = pipe("s3_live", s2_live, lanes)
         # (4) register after the RAM data; (5) fabric register
-        s4_word = [pipe(f"s4_word{i}", rd_data[i], word_layout, data=True)
+        s4_word = [pipe(f"s4_word{i}", rd_data[i], word_layout, reset_less=True)
                    for i in range(lanes)]
-        s4_set = [pipe(f"s4_set{i}", s3_set[i], set_bits, data=True)
+        s4_set = [pipe(f"s4_set{i}", s3_set[i], set_bits, reset_less=True)
                   for i in range(lanes)]
-        s4_key = pipe("s4_key", s3_key, s3_key.shape(), data=True)
+        s4_key = pipe("s4_key", s3_key, s3_key.shape(), reset_less=True)
         s4_valid = pipe("s4_valid", s3_valid, lanes)
         s4_live = pipe("s4_live", s3_live, lanes)
-        s5_word = [pipe(f"s5_word{i}", s4_word[i], word_layout, data=True)
+        s5_word = [pipe(f"s5_word{i}", s4_word[i], word_layout, reset_less=True)
                    for i in range(lanes)]
-        s5_set = [pipe(f"s5_set{i}", s4_set[i], set_bits, data=True)
+        s5_set = [pipe(f"s5_set{i}", s4_set[i], set_bits, reset_less=True)
                   for i in range(lanes)]
-        s5_key = pipe("s5_key", s4_key, s4_key.shape(), data=True)
+        s5_key = pipe("s5_key", s4_key, s4_key.shape(), reset_less=True)
         s5_valid = pipe("s5_valid", s4_valid, lanes)
         s5_live = pipe("s5_live", s4_live, lanes)
         # (6) compare every way
@@ -474,7 +474,7 @@ class PopularityCAM(wiring.Component):
                         s5_word[i][w].valid & (s5_word[i][w].key == s5_key[i]) & s5_live[i]
                         for w in range(ways)), ways)
                     for i in range(lanes)]
-        s6_set = [pipe(f"s6_set{i}", s5_set[i], set_bits, data=True)
+        s6_set = [pipe(f"s6_set{i}", s5_set[i], set_bits, reset_less=True)
                   for i in range(lanes)]
         s6_valid = pipe("s6_valid", s5_valid, lanes)
         # (7) priority encode into the output registers

@@ -1031,7 +1031,7 @@ class GatherScatterDMA(wiring.Component):
         ar_len = Signal(burst_bits)         # burst_of(ar_room, rj_left)
         ar_fin = Signal()                   # rj_left == ar_len
         ar_room = Signal(tp_bits)           # page_room(rj_src)
-        buf_fits = Signal()                 # ar_len <= buffer beats not allocated (D - (wa - wptr))
+        buf_fits = Signal()                 # ar_len <= beats not allocated (D - (wa - wptr))
         ar_ok, ar_last = Signal(), Signal()
         # stop at once when an error response is seen (the R beat in its register, the B
         # response in its handshake cycle), before `error` itself is set
