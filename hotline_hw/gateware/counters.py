@@ -30,8 +30,9 @@ from .memories import COLLISION_ATTR
 __all__ = ["AccessCounterArray", "READ_QUEUE_DEPTH"]
 
 #: Read requests the array accepts before the first response is taken (the responses wait in
-#: a queue of this depth, so an always-ready consumer gets one set per cycle).
-READ_QUEUE_DEPTH = 4
+#: a queue of this depth; one more than the read latency, so that an always-ready consumer
+#: gets one set per cycle).
+READ_QUEUE_DEPTH = 5
 
 # Operations flowing down a bank's pipeline.
 _OP_LOOKUP = 0   # read-modify-write of one lookup
@@ -131,7 +132,7 @@ class AccessCounterArray(wiring.Component):
     Pipeline
     --------
     Each bank has one simple dual-port memory (one synchronous, non-transparent read port and
-    one write port) and a four-stage pipeline that never stalls:
+    one write port) and a five-stage pipeline that never stalls:
 
     * **S0 dispatch**: the *window* holds up to ``window`` accepted beats with their keys,
       rows and one-hot banks (the H3 hash is computed on the input and registered with the
@@ -141,10 +142,13 @@ class AccessCounterArray(wiring.Component):
       (``slot_older``) records which slot holds the older beat. Each bank takes the first
       pending lookup *in stream order* that maps to it (oldest beat first, then lowest lane:
       the lane requests the bank, no lower lane of its beat does, no older beat does),
-      presents its row to the memory's read port and registers the one-hot grant
-      (``s1_grant``). A sweep or a read takes S0 instead when the window is empty.
-    * **S1 read**: the memory word arrives. The lookup's key is selected from the grant and
-      a copy of the last cycle's window keys (``prev_keys``), all registers. S1 compares its
+      and registers its op (row) and the one-hot grant (``sr_grant``). A sweep or a read
+      takes S0 instead when the window is empty.
+    * **SR read**: the registered op's row drives the memory's read port (the address and
+      enable are flip-flops: the dispatch logic does not reach the nets that spread over a
+      bank's block RAMs). The lookup's key is selected from the grant and a copy of the last
+      cycle's window keys (``prev_keys``), all registers, and registered for S1.
+    * **S1**: the memory word arrives. S1 compares its
       row with those of the three newer writes it may have missed: the op in S2 (whose data
       S3 writes in S2's cycle: ``s3_new``), the op in S3 (its data is ``s3_new`` now and in
       ``lw`` in S2's cycle) and the write in ``lw`` (it happened at the clock edge of our
@@ -175,7 +179,7 @@ class AccessCounterArray(wiring.Component):
     by S2 for S3, and S3's output needs none).
 
     Area: every wide multiplexer (S1's 3:1 and S2's 2:1 operand mux, S3's per-bit mux, the
-    S1 key select, the read response) has register selects. A select computed by a few
+    SR key select, the read response) has register selects. A select computed by a few
     levels of logic in the same cycle makes the LUT mapper copy that logic into every bit of
     a 168-bit word (``ulx3s``: 13.0k LUT4 for the array before, 8.1k after, Yosys 0.23
     ``synth_ecp5 -noflatten``).
@@ -197,9 +201,9 @@ class AccessCounterArray(wiring.Component):
     -------
     * Lookup: accepted at cycle ``t``; dispatched at ``t + 1 + j`` where ``j`` is the number
       of cycles its bank spends on earlier lookups of the window (0 without a conflict);
-      written to the array at the end of cycle ``t + 4 + j``. With the last lookup
-      dispatched at ``t + 1``, ``idle`` rises at ``t + 5``.
-    * Read: ``read_req`` accepted at cycle ``t`` gives ``read_resp.valid`` at ``t + 3`` at
+      written to the array at the end of cycle ``t + 5 + j``. With the last lookup
+      dispatched at ``t + 1``, ``idle`` rises at ``t + 6``.
+    * Read: ``read_req`` accepted at cycle ``t`` gives ``read_resp.valid`` at ``t + 4`` at
       the earliest; up to :data:`READ_QUEUE_DEPTH` reads are outstanding, so an always-ready
       consumer gets one set per cycle. A read is accepted in a cycle when S0 is free: the
       dispatch window is empty and no sweep is pending (lookups have priority). It then
@@ -352,11 +356,11 @@ class AccessCounterArray(wiring.Component):
         # slot_older[j][k]: the beat in slot k is older than the one in slot j (meaningful
         # when both slots hold lanes to dispatch)
         slot_older = [Signal(depth, name=f"slot{j}_older") for j in range(depth)]
-        # The keys of the last cycle's window, and the lanes each bank took from it: S1
+        # The keys of the last cycle's window, and the lanes each bank took from it: SR
         # selects a lookup's key from registers (S0 only needs the row, for the memory).
         prev_keys = [Signal(data.ArrayLayout(key_bits, lanes), name=f"slot{j}_prev_keys",
                             reset_less=True) for j in range(depth)]
-        s1_grant = [Signal(depth * lanes, name=f"s1_grant_b{b}") for b in range(banks)]
+        sr_grant = [Signal(depth * lanes, name=f"sr_grant_b{b}") for b in range(banks)]
         m.d.sync += [prev_keys[j].eq(slot_keys[j]) for j in range(depth)]
         sweep_pending = Signal()
         sweep_kind = Signal(2)
@@ -404,11 +408,11 @@ class AccessCounterArray(wiring.Component):
                     grants.append(g)
                     row = row | Mux(g, slot_rows[j][i], 0)
                 issued[j] = issued[j] | Cat(*grant)
-            m.d.sync += s1_grant[b].eq(Cat(*grants))
+            m.d.sync += sr_grant[b].eq(Cat(*grants))
             m.d.comb += [
                 lookup_ops[b].valid.eq(Cat(*any_req).any()),
                 lookup_ops[b].kind.eq(_OP_LOOKUP),
-                lookup_ops[b].key.eq(0),     # S1 selects it (s1_key)
+                lookup_ops[b].key.eq(0),     # SR selects it (s1_key)
                 lookup_ops[b].row.eq(row),
             ]
         remaining = [Signal(lanes, name=f"slot{j}_remaining") for j in range(depth)]
@@ -498,15 +502,19 @@ class AccessCounterArray(wiring.Component):
             lw_row = Signal(row_bits, name=f"lw_row_b{b}", reset_less=True)
             lw_data = Signal(layout, name=f"lw_data_b{b}", reset_less=True)
 
-            m.d.comb += [rp.addr.eq(s0[b].row), rp.en.eq(s0[b].valid)]
-            # the key of S1's lookup (0 for sweeps and reads, which dispatch no lane)
-            s1_key = Signal(key_bits, name=f"s1_key_b{b}")
+            # SR: S0's op is registered and read from the memory (the read address and enable
+            # are flip-flops, not the dispatch logic, on the nets that spread over the bank's
+            # block RAMs); the key of its lookup is selected for S1 (0 for sweeps and reads,
+            # which dispatch no lane)
+            sr = Signal(op_layout, name=f"sr_b{b}")
+            s1_key = Signal(key_bits, name=f"s1_key_b{b}", reset_less=True)
+            m.d.sync += sr.eq(s0[b])
+            m.d.comb += [rp.addr.eq(sr.row), rp.en.eq(sr.valid)]
             k1 = Const(0, key_bits)
             for j in range(depth):
                 for i in range(lanes):
-                    k1 = k1 | Mux(s1_grant[b][j * lanes + i], prev_keys[j][i], 0)
-            m.d.comb += s1_key.eq(k1)
-            m.d.sync += s1.eq(s0[b])
+                    k1 = k1 | Mux(sr_grant[b][j * lanes + i], prev_keys[j][i], 0)
+            m.d.sync += [s1.eq(sr), s1_key.eq(k1)]
 
             s2_writes = s2.valid & (s2.kind != _OP_READ)
             s3_writes = s3.valid & (s3.kind != _OP_READ)
@@ -576,7 +584,7 @@ class AccessCounterArray(wiring.Component):
 
             resp_en = resp_en | s2_rd
             resp_data = resp_data | Mux(s2_rd, s2_old.as_value(), 0)
-            in_flight = in_flight | s1.valid | s2.valid | s3.valid
+            in_flight = in_flight | sr.valid | s1.valid | s2.valid | s3.valid
 
         # --- read responses -------------------------------------------------------------
         m.submodules.resp_queue = queue = SyncFIFO(width=layout.size, depth=READ_QUEUE_DEPTH)

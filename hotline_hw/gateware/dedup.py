@@ -183,10 +183,11 @@ class DedupBank(Elaboratable):
 
         # --- B0: issue one miss --------------------------------------------------------
         # An op is issued when res_q has room for it and the ops in B1 .. B3. The stages
-        # never stall: an op reads its set word at B0 in cycle c and writes at B3 in cycle
-        # c + 3, so the word it reads misses the writes of cycles c + 1 and c + 2 (the two
-        # ops ahead of it): B2 puts the first into the word, B3 the second.
-        b1_valid, b2_valid, b3_valid = Signal(), Signal(), Signal()
+        # never stall: an op reads its set word at B0 in cycle c and decides its write at B3
+        # in cycle c + 3; a write reaches the RAM a cycle after its decision, so the word
+        # read misses the writes decided in cycles c, c + 1 and c + 2 (the three ops ahead
+        # of it): B2 puts the first two into the word, B3 the third.
+        b1_valid, b2_valid, b3_valid = (Signal(name=f"b{i}_valid") for i in (1, 2, 3))
         # (the ops and words of B1-B3 have no reset: each is used only while its stage's
         # valid bit, which resets, says so; they stay off the reset net)
         b1_op = Signal(geo.op_layout(cfg), reset_less=True)
@@ -233,25 +234,39 @@ class DedupBank(Elaboratable):
         # wrote the same key, the entry written).
         cur = Signal(word_layout)
         m.d.comb += cur.eq(Mux(b2_touched, b2_raw.as_value(), 0))
-        w1_valid = Signal()                  # a write in the previous cycle ...
+        # The table's write is registered (`w1_*`: it reaches the block RAM a cycle after
+        # B3 decides it, with a flip-flop enable, not B3's decision, on the net to the
+        # RAMs), so the word read at B0 in cycle c also misses the write decided in c - 1
+        # (`w2_*`, physically written in c). Each write fills a way that was free in every
+        # word it missed, so the three missed writes go into different ways.
+        w1_valid = Signal()                  # a write decided in the previous cycle ...
         w1_lset = Signal(geo.lset_bits)
         w1_oh = Signal(ways)
         w1_entry = Signal(entry)
+        w1_word = Signal(word_layout, reset_less=True)    # ... and its set's new word
+        w2_valid = Signal()                  # a write decided two cycles ago ...
+        w2_lset = Signal(geo.lset_bits)
+        w2_oh = Signal(ways)
+        w2_entry = Signal(entry)
         fb_oh = Signal(ways)
-        m.d.comb += fb_oh.eq(Mux(w1_valid & (w1_lset == b2_op.lset), w1_oh, 0))
+        fc_oh = Signal(ways)
+        m.d.comb += [fb_oh.eq(Mux(w1_valid & (w1_lset == b2_op.lset), w1_oh, 0)),
+                     fc_oh.eq(Mux(w2_valid & (w2_lset == b2_op.lset), w2_oh, 0))]
         b3_word = Signal(word_layout, reset_less=True)
-        b3_match = Signal(ways)              # way w holds the key (with the earlier write)
-        b3_free = Signal(ways)               # way w is free (with the earlier write)
+        b3_match = Signal(ways)              # way w holds the key (with the earlier writes)
+        b3_free = Signal(ways)               # way w is free (with the earlier writes)
         fa_oh = Signal(ways)
         fa_keq = Signal()
         fa_entry = Signal(entry)
         m.d.sync += [
             b3_valid.eq(b2_valid),
             b3_op.eq(b2_op),
-            b3_word.eq(Cat(*[Mux(fb_oh[w], w1_entry, cur[w]) for w in range(ways)])),
+            b3_word.eq(Cat(*[Mux(fb_oh[w], w1_entry, Mux(fc_oh[w], w2_entry, cur[w]))
+                             for w in range(ways)])),
             b3_match.eq(Cat(*[cur[w].used & (cur[w].key == b2_op.key) for w in range(ways)])
-                        | Mux(w1_entry.key == b2_op.key, fb_oh, 0)),
-            b3_free.eq(Cat(*[~cur[w].used for w in range(ways)]) & ~fb_oh),
+                        | Mux(w1_entry.key == b2_op.key, fb_oh, 0)
+                        | Mux(w2_entry.key == b2_op.key, fc_oh, 0)),
+            b3_free.eq(Cat(*[~cur[w].used for w in range(ways)]) & ~fb_oh & ~fc_oh),
         ]
 
         # --- B3: choose, allocate, write ---------------------------------------------------
@@ -276,9 +291,9 @@ class DedupBank(Elaboratable):
         for w in range(ways):
             with m.If(f_way == w):
                 m.d.comb += new_word[w].eq(new_entry)
-        m.d.comb += [wp.addr.eq(b3_op.lset), wp.data.eq(new_word), wp.en.eq(b3_new)]
-        # this cycle's write, for the op in B2 (it reaches B3 next cycle), and as w1_* for
-        # the op in B1 (in B2 next cycle)
+        m.d.comb += [wp.addr.eq(w1_lset), wp.data.eq(w1_word), wp.en.eq(w1_valid)]
+        # this cycle's write, for the op in B2 (it reaches B3 next cycle), as w1_* for the
+        # op in B1 (in B2 next cycle; also the RAM's write) and as w2_* for the op in B0
         fa = b3_new & (b3_op.lset == b2_op.lset)
         m.d.sync += [
             fa_oh.eq(Mux(fa, new_oh, 0)),
@@ -288,6 +303,11 @@ class DedupBank(Elaboratable):
             w1_lset.eq(b3_op.lset),
             w1_oh.eq(new_oh),
             w1_entry.eq(new_entry),
+            w1_word.eq(new_word),
+            w2_valid.eq(w1_valid),
+            w2_lset.eq(w1_lset),
+            w2_oh.eq(w1_oh),
+            w2_entry.eq(w1_entry),
         ]
         res = res_q.wr_data[0]
         m.d.comb += [
@@ -300,9 +320,12 @@ class DedupBank(Elaboratable):
         # (`touched.bit_select(...).eq(1)`) becomes a case statement whose every branch Yosys
         # turns into a mux per bit, O(sets^2) cells (it ran the `kaggle` synthesis out of
         # memory); a decoder is one comparator per set.
+        # `touched` is set with the RAM's write (w1), so that it holds the same writes as
+        # the word read in the same cycle
         with m.If(b3_new):
-            m.d.sync += [newcnt.eq(newcnt + 1),
-                         touched.eq(touched | Cat(b3_op.lset == s for s in range(geo.sets)))]
+            m.d.sync += newcnt.eq(newcnt + 1)
+        with m.If(w1_valid):
+            m.d.sync += touched.eq(touched | Cat(w1_lset == s for s in range(geo.sets)))
 
         # --- index memory: wq drains into it -------------------------------------------
         m.submodules.index = imem = Memory(shape=geo.value_bits, depth=geo.entries, init=[])
@@ -359,7 +382,7 @@ class DedupBank(Elaboratable):
             f_done.append((ek.kind != KIND_DUP) | ek.resolved)
             f_ram.append(ek.ord < drained)
             f_known.append(ek.ord < pushed)
-        done, in_ram, known = Signal(), Signal(), Signal()
+        done, in_ram, known = (Signal(name=n) for n in "done in_ram known".split())
         rsel = rptr[:ceil_log2(geo.res_depth)]
         m.d.comb += [done.eq(Array(f_done)[rsel]), in_ram.eq(Array(f_ram)[rsel]),
                      known.eq(Array(f_known)[rsel])]
@@ -405,5 +428,6 @@ class DedupBank(Elaboratable):
                          res_q.upd_en.eq(0)]
 
         m.d.comb += self.idle.eq((in_q.level == 0) & ~b1_valid & ~b2_valid & ~b3_valid
+                                 & ~w1_valid
                                  & (res_q.level == 0) & (wq.level == 0))
         return m

@@ -497,7 +497,8 @@ class GatherScatterDMA(wiring.Component):
         evict_inflight = Signal(cnt_bits)
         # no row of the kind (of the bank) in flight: counter zero and none in J1 (set below)
         gath_none = Signal(B)
-        scat_none, place_none, evict_none = Signal(), Signal(), Signal()
+        scat_none, place_none, evict_none = (Signal(name=n) for n in
+            "scat_none place_none evict_none".split())
         gathers_done = Signal(B)
         m.d.comb += gathers_done.eq(gath_none & Cat(deferred_into[b] == 0 for b in range(B)))
         # the output also waits for gathers still held in the input skid buffer (internally,
@@ -543,8 +544,10 @@ class GatherScatterDMA(wiring.Component):
         link_rp = link_mem.read_port(domain="sync")
 
         # list append / pop requests (comb)
-        app_en, app_q, app_pos = Signal(), Signal(bank_bits), Signal(pos_bits)
-        pop_en, pop_q, pop_next = Signal(), Signal(bank_bits), Signal(pos_bits)
+        app_en, app_q, app_pos = (Signal(w, name=n) for w, n in
+                                  ((1, "app_en"), (bank_bits, "app_q"), (pos_bits, "app_pos")))
+        pop_en, pop_q, pop_next = (Signal(w, name=n) for w, n in
+                                   ((1, "pop_en"), (bank_bits, "pop_q"), (pos_bits, "pop_next")))
         m.d.comb += [link_wp.addr.eq(qtail[app_q]), link_wp.data.eq(app_pos),
                      link_wp.en.eq(app_en & (qcnt[app_q] != 0))]
         for q in range(B):
@@ -563,7 +566,7 @@ class GatherScatterDMA(wiring.Component):
         # --- J pipeline: J1 select, J2 products, J3 addresses ---------------------------------
         rd_take = Signal()
         adv = Signal()
-        j1_v, j2_v, j3_v = Signal(), Signal(), Signal()
+        j1_v, j2_v, j3_v = (Signal(name=n) for n in "j1_v j2_v j3_v".split())
         # J3 -> read issuer through a skid buffer: the J pipeline (and so the arbiter's grants
         # and every input's `ready`) advances on the buffer's registered `ready`, never on the
         # read issuer's address/credit arithmetic of the same cycle
@@ -694,7 +697,7 @@ class GatherScatterDMA(wiring.Component):
         s_kv = Signal()                   # `s_word` holds entry s_i
         s_word = Signal(log_layout)
         s_more = Signal()                 # entries left to read (registered)
-        r_scat, g_scat = Signal(), Signal()
+        r_scat, g_scat = (Signal(name=n) for n in "r_scat g_scat".split())
         s_mv = Signal()
         m.d.comb += [log_sp.addr.eq(Cat(s_ri[:ib], s_bank)),
                      s_mv.eq(s_av & (~s_kv | g_scat))]
@@ -744,7 +747,7 @@ class GatherScatterDMA(wiring.Component):
         e_pending = Signal()
         e_state = Signal(range(5))        # 0 idle, 1 wait, 2 req, 3 resp, 4 drain
         e_slot = Signal(sb + 1)
-        r_evict, g_evict = Signal(), Signal()
+        r_evict, g_evict = (Signal(name=n) for n in "r_evict g_evict".split())
         m.d.comb += [self.cam_read_req.payload.eq(e_slot[:sb]), self.evict_busy.eq(e_pending)]
         e_next = Signal()
         with m.Switch(e_state):
@@ -807,7 +810,7 @@ class GatherScatterDMA(wiring.Component):
         m.d.comb += [psk.i.valid.eq(self.place.valid & in_ok),
                      psk.i.payload.eq(self.place.payload),
                      self.place.ready.eq(psk.i.ready & in_ok)]
-        r_place, g_place = Signal(), Signal()
+        r_place, g_place = (Signal(name=n) for n in "r_place g_place".split())
         m.d.comb += [r_place.eq(psk.o.valid & front_ok & ~e_pending),
                      psk.o.ready.eq(g_place | (error & ~rst_pending))]
 
@@ -881,26 +884,43 @@ class GatherScatterDMA(wiring.Component):
         # the check of the output register's item is registered every cycle (`g2_chk`,
         # no load enable in the RAM data's path); G2's mask is that result in the cycle
         # after G2 loaded (`g2_fresh`), else its own mask held
+        # (`hit_any`: whether the mask has a bit, from registers of its own made beside the
+        # masks, so the take / load decision does not wait for an OR of the selected mask)
         g2_chk = Signal(B)
+        g2_chk_any = Signal()
         g2_fresh = Signal()
         hits = Signal(B)
-        m.d.comb += hits.eq(Mux(g2_fresh, g2_chk, g2_hits))
-        m.d.sync += [g2_chk.eq(hits_new), g2_fresh.eq(g2_load),
-                     g2_hits.eq(hits & ~hits_clr)]
+        g2_hits_any = Signal()
+        hit_any = Signal()
+        m.d.comb += [hits.eq(Mux(g2_fresh, g2_chk, g2_hits)),
+                     hit_any.eq(Mux(g2_fresh, g2_chk_any, g2_hits_any))]
+        m.d.sync += [g2_chk.eq(hits_new), g2_chk_any.eq(hits_new.any()),
+                     g2_fresh.eq(g2_load),
+                     g2_hits.eq(hits & ~hits_clr), g2_hits_any.eq((hits & ~hits_clr).any())]
         with m.If(g2_load):
             m.d.sync += [g2_v.eq(gsk.o.valid), gp.eq(go)]
         g_blocked = (s_pending.bit_select(gp.bank, 1)
                      | ((s_state != 0) & (s_bank == gp.bank)))
         g_base = Signal()
         m.d.comb += g_base.eq(g2_v & front_ok & ~replay_busy & ~g_blocked)
-        r_gath, g_gath = Signal(), Signal()
-        m.d.comb += [r_gath.eq(g_base & ~hits.any()),
-                     gather_take.eq(g_base & (hits.any() | g_gath)),
+        r_gath, g_gath = (Signal(name=n) for n in "r_gath g_gath".split())
+        m.d.comb += [r_gath.eq(g_base & ~hit_any),
+                     gather_take.eq(g_base & (hit_any | g_gath)),
                      g2_load.eq(~g2_v | gather_take | (error & ~rst_pending)),
                      gsk.o.ready.eq(g2_load)]
         g_pos = Cat(gp.index, gp.bank)
-        m.d.comb += [log_wp.addr.eq(g_pos), log_wp.en.eq(gather_take),
-                     log_wp.data.eq(Cat(gp.key, hits, epoch)),
+        # the log write is registered (`lw_*`) and reaches the RAM a cycle after the take:
+        # its enable is then a flip-flop, not the take decision, on a net that spans the
+        # log's block RAMs. Nothing reads the entry that soon: a deferred gather's entry is
+        # read by the replay FSM two cycles after its append at the earliest (pick, then
+        # read), the scatter sequencer reads a bank's log two cycles after the bank's last
+        # gather left G2 at the earliest (wait, then run).
+        lw_en = Signal()
+        lw_addr = Signal(len(g_pos), name="lw_addr", reset_less=True)
+        lw_data = Signal(log_layout, name="lw_data", reset_less=True)
+        m.d.sync += [lw_en.eq(gather_take), lw_addr.eq(g_pos),
+                     lw_data.eq(Cat(gp.key, hits, epoch))]
+        m.d.comb += [log_wp.addr.eq(lw_addr), log_wp.en.eq(lw_en), log_wp.data.eq(lw_data),
                      filt_wp.addr.eq(g_hash), filt_wp.data.eq(Cat(gen[b] for b in range(B)))]
         with m.If(gather_take):
             for b in range(B):
@@ -909,9 +929,9 @@ class GatherScatterDMA(wiring.Component):
                     m.d.sync += armed[b].eq(1)
                     with m.If(gp.index >= log_count[b]):
                         m.d.sync += log_count[b].eq(gp.index + 1)
-        # a deferred gather is taken without a grant (`g_base & hits.any()`), so its list
+        # a deferred gather is taken without a grant (`g_base & hit_any`), so its list
         # bookkeeping does not wait for the arbiter's priority chain
-        g_defer = g_base & hits.any()
+        g_defer = g_base & hit_any
         with m.If(g_defer):
             m.d.comb += [app_en.eq(1), app_q.eq(_lowest(hits, B)), app_pos.eq(g_pos)]
             m.d.sync += stats["deferred"].eq(stats["deferred"] + 1)
@@ -1032,7 +1052,7 @@ class GatherScatterDMA(wiring.Component):
         ar_fin = Signal()                   # rj_left == ar_len
         ar_room = Signal(tp_bits)           # page_room(rj_src)
         buf_fits = Signal()                 # ar_len <= beats not allocated (D - (wa - wptr))
-        ar_ok, ar_last = Signal(), Signal()
+        ar_ok, ar_last = (Signal(name=n) for n in "ar_ok ar_last".split())
         # stop at once when an error response is seen (the R beat in its register, the B
         # response in its handshake cycle), before `error` itself is set
         halt_now = Signal()
@@ -1084,7 +1104,7 @@ class GatherScatterDMA(wiring.Component):
         # the beat's tag is looked up as the beat is registered: `head_tag[rid]`, or its
         # successor when the previous beat (in r1) ends a burst of the same ID. With one ID
         # per tag (ids == tags) the tag is the ID itself.
-        r1_v, r1_last = Signal(), Signal()
+        r1_v, r1_last = (Signal(name=n) for n in "r1_v r1_last".split())
         r1_id = Signal(max(1, idl))
         r1_data = dreg(cfg.axi_data_bits, "r1_data")
         r1_resp = Signal(2)
@@ -1144,7 +1164,7 @@ class GatherScatterDMA(wiring.Component):
         aw_len = Signal(burst_bits)         # burst_of(aw_room, wr_left)
         aw_fin = Signal()                   # wr_left == aw_len
         aw_room = Signal(tp_bits)           # page_room(wr_dst)
-        aw_ok, aw_last, wr_take = Signal(), Signal(), Signal()
+        aw_ok, aw_last, wr_take = (Signal(name=n) for n in "aw_ok aw_last wr_take".split())
         beats_ready = Signal()              # aw_len <= retired beats not claimed by an AW
         m.d.comb += [
             aw_ok.eq(wr_v & (~aw_valid | axi.awready) & beats_ready & b_fifo.w_rdy
@@ -1190,11 +1210,12 @@ class GatherScatterDMA(wiring.Component):
                          aw_fin.eq(wfin), aw_room.eq(wroom)]
 
         # W: buffer read (stage 1) -> W register (stage 2)
-        s1_v, s1_last = Signal(), Signal()
+        s1_v, s1_last = (Signal(name=n) for n in "s1_v s1_last".split())
         w_valid = Signal()
         f_left = Signal(8)
         f_active = Signal()
-        load2, adv1, fetch, f_lastbeat = Signal(), Signal(), Signal(), Signal()
+        load2, adv1, fetch, f_lastbeat = (Signal(name=n) for n in
+            "load2 adv1 fetch f_lastbeat".split())
         m.d.comb += [
             load2.eq(s1_v & (~w_valid | axi.wready)),
             adv1.eq(~s1_v | load2),

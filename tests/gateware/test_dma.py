@@ -10,6 +10,7 @@ the DMA promises (no 4 KiB crossing, <= 256 beats, full strobes, WLAST, no AW af
 Each test runs a script of DMA operations on the DUT and on :class:`sim.tb_dma.DmaRef` (the
 golden ``HotlineModel`` copy semantics) and compares the **whole** memory.
 """
+import dataclasses
 import random
 from collections import deque
 
@@ -369,6 +370,30 @@ def test_hazard_deferred_gather_sees_scattered_value():
     assert st["stat_deferred"] >= 6          # the 6 shared keys (plus filter false positives)
     # the shared keys' staged copies in bank 1 hold the value after both updates
     assert st["stat_rows_gathered"] == len(k0) + len(k1)
+
+
+def test_hazard_deferred_behind_two_banks():
+    """With four staging banks, bank 2 gathers keys pending in banks 0 and 1 (bank 1's own
+    gathers of them wait behind bank 0): each waits for SCATTER(0), is then moved to bank 1's
+    list by its logged wait mask, and must stage the row after SCATTER(1) (both updates).
+    A log entry without its mask (or a replay that ignores it) hands out the row after
+    SCATTER(0) only, and the staged copies differ from the reference."""
+    cfg = dataclasses.replace(TINY, staging_banks=4)
+    params = make_params(cfg)
+    rng = random.Random(17)
+    ks = keys_of(cfg, rng, 6)
+    idx = list(range(len(ks)))
+    script = [("gather", 0, list(zip(ks, idx))), ("wait_gathers", 0),
+              ("gpu", [params.staging_addr(0, i) for i in idx], 11),
+              ("gather", 1, list(zip(ks, idx))), ("gather", 2, list(zip(ks, idx))),
+              ("scatter", 0), ("wait_gathers", 1),
+              ("gpu", [params.staging_addr(1, i) for i in idx], 2),
+              ("scatter", 1), ("wait_gathers", 2), ("wait_idle",),
+              ("gpu", [params.staging_addr(2, i) for i in idx], 5),
+              ("scatter", 2), ("wait_idle",)]
+    _, _, st = check(cfg, params, script, latency=2, max_latency=8, ready=0.8, rvalid=0.8)
+    assert st["stat_deferred"] >= 2 * len(ks)
+    assert st["stat_rows_gathered"] == 3 * len(ks)
 
 
 def test_wide_row_stride():
