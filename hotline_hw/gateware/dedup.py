@@ -11,16 +11,17 @@ A bank
 * **in_q** (a register ring, :class:`RingQueue`): misses ``{key, lset}`` (``lset`` = set
   within the bank), up to ``lanes`` per cycle, in stream order; each lane writes its own entry.
 * **Lookup** (4 stages, one miss per cycle): ``B0`` reads the set word from block RAM
-  (transparent to the write of ``B3``); ``B1`` registers the word as read (the RAM's output
+  (transparent to the RAM's write, which is ``B3``'s decision of the cycle before, from
+  registers); ``B1`` registers the word as read (the RAM's output
   goes straight into flip-flops); ``B2`` compares each way with the key and registers the
   word, the ways holding the key and the free ways; ``B3`` chooses. A way holding the
   key -> ``DUP(ord)``; else the lowest free way takes the key -> ``NEW(ord)`` with ``ord``
-  the bank's next ordinal (0, 1, 2, ... per mini-batch); no free way -> ``FULL``. The two
+  the bank's next ordinal (0, 1, 2, ... per mini-batch); no free way -> ``FULL``. The three
   misses right behind a ``NEW`` to the same set read the word before that write: ``B2``
-  puts the write of the cycle before into the word it registers, and the write of its own
-  cycle (the op in ``B3``) into its ``B3`` (the written way is used, and holds its key if
-  the keys are equal, a compare of registers made in ``B2``). Three misses apart, the read
-  sees the write (transparency). A set is *touched* once written in the current
+  puts the writes decided two cycles and one cycle before into the word it registers, and
+  the write of its own cycle (the op in ``B3``) into its ``B3`` (the written way is used,
+  and holds its key if the keys are equal, a compare of registers made in ``B2``). Four
+  misses apart, the read sees the write (transparency). A set is *touched* once written in the current
   mini-batch; an untouched set reads as empty, so starting a mini-batch is one cycle (a
   register per set is cleared), never a sweep of the RAM. Timing: the RAM read ends at a
   register; the compares, the way choice, the ``NEW`` write and the result push each start
