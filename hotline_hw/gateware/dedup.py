@@ -12,8 +12,8 @@ A bank
   within the bank), up to ``lanes`` per cycle, in stream order; each lane writes its own entry.
 * **Lookup** (4 stages, one miss per cycle): ``B0`` reads the set word from block RAM
   (transparent to the RAM's write, which is ``B3``'s decision of the cycle before, from
-  registers); ``B1`` registers the word as read (the RAM's output
-  goes straight into flip-flops); ``B2`` compares each way with the key and registers the
+  registers); ``B1`` registers the word as read (the RAM's output goes straight into
+  flip-flops); ``B2`` compares each way with the key and registers the
   word, the ways holding the key and the free ways; ``B3`` chooses. A way holding the
   key -> ``DUP(ord)``; else the lowest free way takes the key -> ``NEW(ord)`` with ``ord``
   the bank's next ordinal (0, 1, 2, ... per mini-batch); no free way -> ``FULL``. The three
@@ -21,9 +21,9 @@ A bank
   puts the writes decided two cycles and one cycle before into the word it registers, and
   the write of its own cycle (the op in ``B3``) into its ``B3`` (the written way is used,
   and holds its key if the keys are equal, a compare of registers made in ``B2``). Four
-  misses apart, the read sees the write (transparency). A set is *touched* once written in the current
-  mini-batch; an untouched set reads as empty, so starting a mini-batch is one cycle (a
-  register per set is cleared), never a sweep of the RAM. Timing: the RAM read ends at a
+  misses apart, the read sees the write (transparency). A set is *touched* once written in
+  the current mini-batch; an untouched set reads as empty, so starting a mini-batch is one
+  cycle (a register per set is cleared), never a sweep of the RAM. Timing: the RAM read ends at a
   register; the compares, the way choice, the ``NEW`` write and the result push each start
   from registers.
 * **res_q** (a shifting register queue, :class:`MultiQueue`): results in stream order, read
@@ -188,7 +188,9 @@ class DedupBank(Elaboratable):
         # in cycle c + 3; a write reaches the RAM a cycle after its decision, so the word
         # read misses the writes decided in cycles c, c + 1 and c + 2 (the three ops ahead
         # of it): B2 puts the first two into the word, B3 the third.
-        b1_valid, b2_valid, b3_valid = (Signal(name=f"b{i}_valid") for i in (1, 2, 3))
+        b1_valid = Signal()
+        b2_valid = Signal()
+        b3_valid = Signal()
         # (the ops and words of B1-B3 have no reset: each is used only while its stage's
         # valid bit, which resets, says so; they stay off the reset net)
         b1_op = Signal(geo.op_layout(cfg), reset_less=True)
@@ -383,7 +385,9 @@ class DedupBank(Elaboratable):
             f_done.append((ek.kind != KIND_DUP) | ek.resolved)
             f_ram.append(ek.ord < drained)
             f_known.append(ek.ord < pushed)
-        done, in_ram, known = (Signal(name=n) for n in "done in_ram known".split())
+        done = Signal()
+        in_ram = Signal()
+        known = Signal()
         rsel = rptr[:ceil_log2(geo.res_depth)]
         m.d.comb += [done.eq(Array(f_done)[rsel]), in_ram.eq(Array(f_ram)[rsel]),
                      known.eq(Array(f_known)[rsel])]

@@ -497,8 +497,9 @@ class GatherScatterDMA(wiring.Component):
         evict_inflight = Signal(cnt_bits)
         # no row of the kind (of the bank) in flight: counter zero and none in J1 (set below)
         gath_none = Signal(B)
-        scat_none, place_none, evict_none = (Signal(name=n) for n in
-            "scat_none place_none evict_none".split())
+        scat_none = Signal()
+        place_none = Signal()
+        evict_none = Signal()
         gathers_done = Signal(B)
         m.d.comb += gathers_done.eq(gath_none & Cat(deferred_into[b] == 0 for b in range(B)))
         # the output also waits for gathers still held in the input skid buffer (internally,
@@ -544,10 +545,12 @@ class GatherScatterDMA(wiring.Component):
         link_rp = link_mem.read_port(domain="sync")
 
         # list append / pop requests (comb)
-        app_en, app_q, app_pos = (Signal(w, name=n) for w, n in
-                                  ((1, "app_en"), (bank_bits, "app_q"), (pos_bits, "app_pos")))
-        pop_en, pop_q, pop_next = (Signal(w, name=n) for w, n in
-                                   ((1, "pop_en"), (bank_bits, "pop_q"), (pos_bits, "pop_next")))
+        app_en = Signal()
+        app_q = Signal(bank_bits)
+        app_pos = Signal(pos_bits)
+        pop_en = Signal()
+        pop_q = Signal(bank_bits)
+        pop_next = Signal(pos_bits)
         m.d.comb += [link_wp.addr.eq(qtail[app_q]), link_wp.data.eq(app_pos),
                      link_wp.en.eq(app_en & (qcnt[app_q] != 0))]
         for q in range(B):
@@ -566,7 +569,9 @@ class GatherScatterDMA(wiring.Component):
         # --- J pipeline: J1 select, J2 products, J3 addresses ---------------------------------
         rd_take = Signal()
         adv = Signal()
-        j1_v, j2_v, j3_v = (Signal(name=n) for n in "j1_v j2_v j3_v".split())
+        j1_v = Signal()
+        j2_v = Signal()
+        j3_v = Signal()
         # J3 -> read issuer through a skid buffer: the J pipeline (and so the arbiter's grants
         # and every input's `ready`) advances on the buffer's registered `ready`, never on the
         # read issuer's address/credit arithmetic of the same cycle
@@ -697,7 +702,8 @@ class GatherScatterDMA(wiring.Component):
         s_kv = Signal()                   # `s_word` holds entry s_i
         s_word = Signal(log_layout)
         s_more = Signal()                 # entries left to read (registered)
-        r_scat, g_scat = (Signal(name=n) for n in "r_scat g_scat".split())
+        r_scat = Signal()
+        g_scat = Signal()
         s_mv = Signal()
         m.d.comb += [log_sp.addr.eq(Cat(s_ri[:ib], s_bank)),
                      s_mv.eq(s_av & (~s_kv | g_scat))]
@@ -747,7 +753,8 @@ class GatherScatterDMA(wiring.Component):
         e_pending = Signal()
         e_state = Signal(range(5))        # 0 idle, 1 wait, 2 req, 3 resp, 4 drain
         e_slot = Signal(sb + 1)
-        r_evict, g_evict = (Signal(name=n) for n in "r_evict g_evict".split())
+        r_evict = Signal()
+        g_evict = Signal()
         m.d.comb += [self.cam_read_req.payload.eq(e_slot[:sb]), self.evict_busy.eq(e_pending)]
         e_next = Signal()
         with m.Switch(e_state):
@@ -810,7 +817,8 @@ class GatherScatterDMA(wiring.Component):
         m.d.comb += [psk.i.valid.eq(self.place.valid & in_ok),
                      psk.i.payload.eq(self.place.payload),
                      self.place.ready.eq(psk.i.ready & in_ok)]
-        r_place, g_place = (Signal(name=n) for n in "r_place g_place".split())
+        r_place = Signal()
+        g_place = Signal()
         m.d.comb += [r_place.eq(psk.o.valid & front_ok & ~e_pending),
                      psk.o.ready.eq(g_place | (error & ~rst_pending))]
 
@@ -903,7 +911,8 @@ class GatherScatterDMA(wiring.Component):
                      | ((s_state != 0) & (s_bank == gp.bank)))
         g_base = Signal()
         m.d.comb += g_base.eq(g2_v & front_ok & ~replay_busy & ~g_blocked)
-        r_gath, g_gath = (Signal(name=n) for n in "r_gath g_gath".split())
+        r_gath = Signal()
+        g_gath = Signal()
         m.d.comb += [r_gath.eq(g_base & ~hit_any),
                      gather_take.eq(g_base & (hit_any | g_gath)),
                      g2_load.eq(~g2_v | gather_take | (error & ~rst_pending)),
@@ -916,8 +925,8 @@ class GatherScatterDMA(wiring.Component):
         # read), the scatter sequencer reads a bank's log two cycles after the bank's last
         # gather left G2 at the earliest (wait, then run).
         lw_en = Signal()
-        lw_addr = Signal(len(g_pos), name="lw_addr", reset_less=True)
-        lw_data = Signal(log_layout, name="lw_data", reset_less=True)
+        lw_addr = Signal(len(g_pos), reset_less=True)
+        lw_data = Signal(log_layout, reset_less=True)
         m.d.sync += [lw_en.eq(gather_take), lw_addr.eq(g_pos),
                      lw_data.eq(Cat(gp.key, hits, epoch))]
         m.d.comb += [log_wp.addr.eq(lw_addr), log_wp.en.eq(lw_en), log_wp.data.eq(lw_data),
@@ -1052,7 +1061,8 @@ class GatherScatterDMA(wiring.Component):
         ar_fin = Signal()                   # rj_left == ar_len
         ar_room = Signal(tp_bits)           # page_room(rj_src)
         buf_fits = Signal()                 # ar_len <= beats not allocated (D - (wa - wptr))
-        ar_ok, ar_last = (Signal(name=n) for n in "ar_ok ar_last".split())
+        ar_ok = Signal()
+        ar_last = Signal()
         # stop at once when an error response is seen (the R beat in its register, the B
         # response in its handshake cycle), before `error` itself is set
         halt_now = Signal()
@@ -1104,7 +1114,8 @@ class GatherScatterDMA(wiring.Component):
         # the beat's tag is looked up as the beat is registered: `head_tag[rid]`, or its
         # successor when the previous beat (in r1) ends a burst of the same ID. With one ID
         # per tag (ids == tags) the tag is the ID itself.
-        r1_v, r1_last = (Signal(name=n) for n in "r1_v r1_last".split())
+        r1_v = Signal()
+        r1_last = Signal()
         r1_id = Signal(max(1, idl))
         r1_data = dreg(cfg.axi_data_bits, "r1_data")
         r1_resp = Signal(2)
@@ -1164,7 +1175,9 @@ class GatherScatterDMA(wiring.Component):
         aw_len = Signal(burst_bits)         # burst_of(aw_room, wr_left)
         aw_fin = Signal()                   # wr_left == aw_len
         aw_room = Signal(tp_bits)           # page_room(wr_dst)
-        aw_ok, aw_last, wr_take = (Signal(name=n) for n in "aw_ok aw_last wr_take".split())
+        aw_ok = Signal()
+        aw_last = Signal()
+        wr_take = Signal()
         beats_ready = Signal()              # aw_len <= retired beats not claimed by an AW
         m.d.comb += [
             aw_ok.eq(wr_v & (~aw_valid | axi.awready) & beats_ready & b_fifo.w_rdy
@@ -1210,12 +1223,15 @@ class GatherScatterDMA(wiring.Component):
                          aw_fin.eq(wfin), aw_room.eq(wroom)]
 
         # W: buffer read (stage 1) -> W register (stage 2)
-        s1_v, s1_last = (Signal(name=n) for n in "s1_v s1_last".split())
+        s1_v = Signal()
+        s1_last = Signal()
         w_valid = Signal()
         f_left = Signal(8)
         f_active = Signal()
-        load2, adv1, fetch, f_lastbeat = (Signal(name=n) for n in
-            "load2 adv1 fetch f_lastbeat".split())
+        load2 = Signal()
+        adv1 = Signal()
+        fetch = Signal()
+        f_lastbeat = Signal()
         m.d.comb += [
             load2.eq(s1_v & (~w_valid | axi.wready)),
             adv1.eq(~s1_v | load2),

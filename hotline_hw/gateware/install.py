@@ -196,7 +196,8 @@ class InstallEngine(wiring.Component):
         inc3_addr = Signal(cfg.counter_bits)
         inc0_last = Signal()
         d1 = Signal(self.n_bits)
-        fwd1, fwd2 = (Signal(name=n) for n in "fwd1 fwd2".split())
+        fwd1 = Signal()
+        fwd2 = Signal()
         h_last = Signal(self.n_bits)         # the value written last (by stage 2)
         h_last2 = Signal(self.n_bits)        # ... and the one before
         h_old = Signal(self.n_bits)
@@ -246,8 +247,10 @@ class InstallEngine(wiring.Component):
         # that placed.valid/payload are flip-flop outputs and the DMA's ready only moves the
         # buffer (it never reaches the FSM). The FSM pushes when pb1 is free (pb_room, a
         # register: one entry of room whatever the DMA does in the same cycle).
-        pb0_valid, pb1_valid = (Signal(name=n) for n in "pb0_valid pb1_valid".split())
-        pb0, pb1 = (Signal(placed_layout(cfg), name=n) for n in ("pb0", "pb1"))
+        pb0_valid = Signal()
+        pb1_valid = Signal()
+        pb0 = Signal(placed_layout(cfg))
+        pb1 = Signal(placed_layout(cfg))
         pb_push = Signal()
         pb_in = Signal(placed_layout(cfg))
         pb_pop = Signal()

@@ -273,7 +273,8 @@ class RegisterBlock(wiring.Component):
         # rdata takes the addressed group's value. Neither the bus's address nor one
         # multiplexer over every readable field is between two registers.
         GROUP = 4                            # address bits (words) within a group
-        ar_full, r1_full = (Signal(name=n) for n in "ar_full r1_full".split())
+        ar_full = Signal()
+        r1_full = Signal()
         ar_addr = Signal(len(bus.araddr[word]))
         r1_hi = Signal(max(1, len(ar_addr) - GROUP))
         groups = {}                          # group -> its registers

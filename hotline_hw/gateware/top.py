@@ -249,8 +249,9 @@ class HotlineAccelerator(wiring.Component):
         wait = Signal(2)                    # cycles to let a started unit raise its busy
         # the units' busy as the control FSM sees them: registered (a cycle late), so that no
         # unit's busy logic reaches the state register; `wait` (3) covers the extra cycle
-        frag_busy, dma_busy, pop_busy = (Signal(name=n) for n in
-            "frag_busy dma_busy pop_busy".split())
+        frag_busy = Signal()
+        dma_busy = Signal()
+        pop_busy = Signal()
         m.d.sync += [frag_busy.eq(frag.busy), dma_busy.eq(dma.busy), pop_busy.eq(pop.busy)]
         with m.If(wait != 0):
             m.d.sync += wait.eq(wait - 1)

@@ -10,7 +10,6 @@ the DMA promises (no 4 KiB crossing, <= 256 beats, full strobes, WLAST, no AW af
 Each test runs a script of DMA operations on the DUT and on :class:`sim.tb_dma.DmaRef` (the
 golden ``HotlineModel`` copy semantics) and compares the **whole** memory.
 """
-import dataclasses
 import random
 from collections import deque
 
@@ -378,7 +377,7 @@ def test_hazard_deferred_behind_two_banks():
     list by its logged wait mask, and must stage the row after SCATTER(1) (both updates).
     A log entry without its mask (or a replay that ignores it) hands out the row after
     SCATTER(0) only, and the staged copies differ from the reference."""
-    cfg = dataclasses.replace(TINY, staging_banks=4)
+    cfg = preset("tiny", staging_banks=4)
     params = make_params(cfg)
     rng = random.Random(17)
     ks = keys_of(cfg, rng, 6)
