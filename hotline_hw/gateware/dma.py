@@ -706,7 +706,8 @@ class GatherScatterDMA(wiring.Component):
         g_scat = Signal()
         s_mv = Signal()
         m.d.comb += [log_sp.addr.eq(Cat(s_ri[:ib], s_bank)),
-                     s_mv.eq(s_av & (~s_kv | g_scat))]
+                     s_mv.eq(s_av & (~s_kv | g_scat)),
+                     r_scat.eq(s_kv)]     # (s_kv is set in the run state only: no decode)
         with m.Switch(s_state):
             with m.Case(0):
                 with m.If(s_pending.any()):
@@ -717,7 +718,6 @@ class GatherScatterDMA(wiring.Component):
                                  s_more.eq(log_count[s_bank] != 0),
                                  s_state.eq(Mux(log_count[s_bank] == 0, 3, 2))]
             with m.Case(2):
-                m.d.comb += r_scat.eq(s_kv)
                 with m.If(~s_av | s_mv):
                     m.d.comb += log_sp.en.eq(s_more)
                     m.d.sync += s_av.eq(s_more)
@@ -746,8 +746,9 @@ class GatherScatterDMA(wiring.Component):
         for b in range(B):
             with top.If(do_reset | (s_complete & (s_bank == b))):
                 top.d.sync += gen[b].eq(Mux(gen[b] == never - 1, 0, gen[b] + 1))
-        m.d.comb += self.scatter_busy.eq(
-            s_pending | Mux(s_state != 0, (Const(1, B) << s_bank)[:B], 0))
+        # s_pending[b] stays set from the command until the scatter of b completes, so it
+        # covers the sequencer's bank in every state but idle (no decode of s_state here)
+        m.d.comb += self.scatter_busy.eq(s_pending)
 
         # evict sequencer
         e_pending = Signal()
@@ -893,22 +894,27 @@ class GatherScatterDMA(wiring.Component):
         # no load enable in the RAM data's path); G2's mask is that result in the cycle
         # after G2 loaded (`g2_fresh`), else its own mask held
         # (`hit_any`: whether the mask has a bit, from registers of its own made beside the
-        # masks, so the take / load decision does not wait for an OR of the selected mask)
+        # masks, so the take / load decision does not wait for an OR of the selected mask.
+        # With two banks the fresh mask's OR fits the select's LUT4 (fresh, two mask bits,
+        # held bit): no register for it, which kept the filter RAM's compare from feeding a
+        # further OR on the way to it, the design's worst path at 63.2 MHz)
         g2_chk = Signal(B)
-        g2_chk_any = Signal()
         g2_fresh = Signal()
         hits = Signal(B)
         g2_hits_any = Signal()
         hit_any = Signal()
+        m.d.sync += [g2_chk.eq(hits_new), g2_fresh.eq(g2_load),
+                     g2_hits.eq(hits & ~hits_clr), g2_hits_any.eq((hits & ~hits_clr).any())]
+        if B > 2:
+            g2_chk_any = Signal()
+            m.d.sync += g2_chk_any.eq(hits_new.any())
+        else:
+            g2_chk_any = g2_chk.any()
         m.d.comb += [hits.eq(Mux(g2_fresh, g2_chk, g2_hits)),
                      hit_any.eq(Mux(g2_fresh, g2_chk_any, g2_hits_any))]
-        m.d.sync += [g2_chk.eq(hits_new), g2_chk_any.eq(hits_new.any()),
-                     g2_fresh.eq(g2_load),
-                     g2_hits.eq(hits & ~hits_clr), g2_hits_any.eq((hits & ~hits_clr).any())]
         with m.If(g2_load):
             m.d.sync += [g2_v.eq(gsk.o.valid), gp.eq(go)]
-        g_blocked = (s_pending.bit_select(gp.bank, 1)
-                     | ((s_state != 0) & (s_bank == gp.bank)))
+        g_blocked = s_pending.bit_select(gp.bank, 1)     # (pending or running: see above)
         g_base = Signal()
         m.d.comb += g_base.eq(g2_v & front_ok & ~replay_busy & ~g_blocked)
         r_gath = Signal()

@@ -141,6 +141,20 @@ def _pow2_at_least(n):
     return 1 << ceil_log2(max(2, n))
 
 
+
+def _room_reg(m, fifo, depth, w_en, name):
+    """A register that is 1 iff ``fifo`` (a ``SyncFIFOBuffered`` of ``depth``) holds at most
+    ``depth - 2`` entries: its ``w_rdy`` is then 1 (the FIFO takes a write while it holds
+    fewer than ``depth - 1``, the output register apart). Next value chosen among compares
+    of the ``level`` register with constants by this cycle's write (``w_en``, a write only
+    with ``w_rdy``) and read, last."""
+    room = Signal(name=name, init=1)
+    lv = fifo.level
+    rd = fifo.r_en & fifo.r_rdy
+    m.d.sync += room.eq(Mux(w_en, Mux(rd, lv <= depth - 2, lv <= depth - 3),
+                            Mux(rd, lv <= depth - 1, lv <= depth - 2)))
+    return room
+
 class MiniBatchFragmenter(wiring.Component):
     """The fragmenter without its CAM (see the module docstring).
 
@@ -729,7 +743,13 @@ class MiniBatchFragmenter(wiring.Component):
         sb_layout = data.StructLayout({"beat": out_layout, "has_sample": 1, "last": 1})
         m.submodules.sbuf = sbuf = SyncFIFOBuffered(width=sb_layout.size, depth=sbuf_depth)
         pend_valid = Signal()                # a retired mini-batch's figures await do_term
-        m.d.comb += retire.eq(rp_valid & wq_ok & sbuf.w_rdy & (~rp_any_new | gathf.w_rdy)
+        # room in the sample buffer and the gather FIFO as registers (timing: `retire` then
+        # ANDs flip-flops, not the FIFOs' level compares, ahead of `take`, which fans out
+        # to every de-dup bank): `sb_room` / `g_room` = the FIFO will hold at most depth - 2
+        # entries this cycle, so a write finds room; one entry short of the exact `w_rdy`
+        sb_room = _room_reg(m, sbuf, sbuf_depth, retire, "sb_room")
+        g_room = _room_reg(m, gathf, 4, gathf.w_en, "g_room")
+        m.d.comb += retire.eq(rp_valid & wq_ok & sb_room & (~rp_any_new | g_room)
                               & ~(rb.last & pend_valid))
         for b, bk in enumerate(banks):
             # counts from registers, handshakes in the queues' last mux (pop_en / push_en)

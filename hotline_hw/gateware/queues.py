@@ -13,17 +13,28 @@ are registers (a few entries each).
   cycle, or read at a slot known from an ordinal.
 """
 
-from amaranth.hdl import Array, Const, Elaboratable, Module, Mux, Shape, Signal
+from amaranth.hdl import Array, Const, Elaboratable, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data
 from amaranth.utils import ceil_log2
 
 __all__ = ["MultiQueue", "RingQueue"]
 
 
-def _by_count(cands, n, en):
+def _by_count(cands, n, en, m=None, name=None):
     """``cands[n]`` when ``en``, else ``cands[0]``: the value after ``n`` (or no) pushes or
-    pops, with the late ``en`` in the last 2:1 mux."""
-    return Mux(en, Array(cands)[n], cands[0])
+    pops, with the late ``en`` in the last 2:1 mux.
+
+    With ``m`` (and ``name``), ``cands[n]`` is a signal of its own marked ``keep``: the LUT
+    mapper then cannot fold the count select into the logic after ``en``, which stays one
+    LUT ahead of the register. (Left to itself, ABC had put ``en``, the fragmenter's take
+    handshake, three LUTs ahead of the de-dup result queues' registers, on the ``ulx3s``
+    route's third worst path.)"""
+    sel = Array(cands)[n]
+    if m is not None:
+        kept = Signal(len(Value.cast(cands[0])), name=name, attrs={"keep": 1})
+        m.d.comb += kept.eq(sel)
+        sel = kept
+    return Mux(en, sel, cands[0])
 
 
 def _common_ports(q, layout, depth, npush, npop, name):
@@ -165,7 +176,8 @@ class MultiQueue(Elaboratable):
             if npop == 0:
                 m.d.sync += e.eq(cands[0])
             else:
-                m.d.sync += e.eq(_by_count(cands, self.pop_n, self.pop_en))
+                m.d.sync += e.eq(_by_count(cands, self.pop_n, self.pop_en, m,
+                                           f"{self.name}_sel{j}"))
         _count_regs(m, self)
         return m
 
@@ -268,7 +280,8 @@ class RingQueue(Elaboratable):
                     c = Signal(w, name=f"{self.name}_pn{j}_{p}")
                     m.d.comb += c.eq(Mux(hit & self.push_en, dat, old))
                     cands.append(c)
-                m.d.sync += self.peek[j].eq(_by_count(cands, self.pop_n, self.pop_en))
+                m.d.sync += self.peek[j].eq(_by_count(cands, self.pop_n, self.pop_en, m,
+                                                      f"{self.name}_psel{j}"))
         # --- pointers and counts
         _count_regs(m, self)
         hd = [(self.head + p)[:bits] for p in range(npop + 1)]

@@ -395,6 +395,28 @@ def test_hazard_deferred_behind_two_banks():
     assert st["stat_rows_gathered"] == 3 * len(ks)
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_gather_into_bank_being_scattered_waits(seed):
+    """The next mini-batch's gathers into a bank arrive right behind SCATTER of that bank
+    (same staging indices; half the keys the same, half new). Each must wait until the
+    scatter has read the bank and written its rows back: a gather let through early
+    overwrites a staging slot the scatter has not yet read (a wrong row written back) or
+    stages a row before its update reached host memory."""
+    cfg = TINY
+    params = make_params(cfg)
+    rng = random.Random(40 + seed)
+    n = cfg.staging_rows
+    ks = keys_of(cfg, rng, 2 * n)
+    first, second = ks[:n], ks[: n // 2] + ks[n: n + n - n // 2]
+    idx = list(range(n))
+    addrs = [params.staging_addr(0, i) for i in idx]
+    script = [("gather", 0, list(zip(first, idx))), ("wait_gathers", 0), ("gpu", addrs, 7),
+              ("scatter", 0), ("gather", 0, list(zip(second, idx))), ("wait_gathers", 0),
+              ("gpu", addrs, 3), ("scatter", 0), ("wait_idle",)]
+    _, _, st = check(cfg, params, script, latency=3, max_latency=6, seed=seed, idle=0.0)
+    assert st["stat_rows_gathered"] == st["stat_rows_scattered"] == 2 * n
+
+
 def test_wide_row_stride():
     """A row stride of 196,672 bytes (above 16 bits in both halves) and rows up to the
     largest index: the host address is ``row * stride`` made of two partial products."""
