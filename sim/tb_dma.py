@@ -876,12 +876,13 @@ LINT_WAIVERS = (
     # the tag memory's write data, the registered `perr` behind param_error, the filter
     # compare `ram_m`, the in-flight flags `gath_none`, the R stage's `r1_v` behind the
     # buffer's write enable, the hazard log's write register `lw_*` behind its write port,
-    # ...) and the members of the three
+    # the scatter request `r_scat` (= s_kv), the pending scatters `s_pending` behind the
+    # scatter_busy port, ...) and the members of the three
     # SyncFIFOs as seen from `core` (`w_en`, `r_rdy`, ... with `$N` suffixes).
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(st_[a-z_]+|log_count\d+|row_beats|"
            r"replayable|r1_data|occupancy|ip|hits|gathers_done|error|e_pending|aw_len|ar_len|"
            r"app_pos|to_page|w_en|r_en|r_rdy|w_data|nsrc|nleft|ndst|nwl|g_held|rj_src|perr|"
-           r"ram_m|gath_none|ret_beats|avail_ret|r1_v|lw_en|lw_addr|lw_data)"
+           r"ram_m|gath_none|ret_beats|avail_ret|r1_v|lw_en|lw_addr|lw_data|r_scat|s_pending)"
            r"(\$\d+)?'$", instance=_CORE, reason=
            "alias wires of named signals, read through their driving nets"),
     # amaranth.lib.fifo.SyncFIFOBuffered (row, write-response and write-length queues):
