@@ -1,6 +1,7 @@
 """How far is a routed design from a target frequency? The registers that miss it, by unit.
 
     python bench/timing_wall.py [BUILD_DIR | --preset P] [--mhz 100] [--json]
+    python bench/timing_wall.py BUILD_DIR --trace 'g2_chk' --trace 'gather_skid'
 
 Reads a kept out-of-context build (``hotline-hw impl --keep``: ``routed.sdf`` is still in
 the build directory) and runs the SDF timing analysis of ``fpga.ooc``: for each of a few
@@ -8,7 +9,9 @@ target frequencies, how many endpoint pins and register groups (a bus counts onc
 arrival + setup above the period; for the target ``--mhz`` the units holding them, each
 with its worst path, and the start registers whose fanout reaches most of them.
 ``--preset P`` takes the newest kept build of ``P`` in the cache (``$HOTLINE_BUILD_DIR/impl``,
-default ``build/impl``).
+default ``build/impl``). ``--trace REGEX`` instead prints the worst path into the worst
+endpoint pin matching ``REGEX``, each cell and net with its arrival time and the delay it
+adds (where a path's nanoseconds go: clock-to-out, logic, routing).
 
 Why: nextpnr reports the one worst path, and the worst-paths list in ``result.json`` the
 few worst distinct ones; when hundreds of registers sit just behind them (the ``ulx3s``
@@ -68,6 +71,9 @@ def main(argv=None):
     ap.add_argument("--preset", help="the newest kept build of this preset in the cache")
     ap.add_argument("--mhz", type=float, default=100.0, help="target frequency (default 100)")
     ap.add_argument("--json", action="store_true", help="print JSON")
+    ap.add_argument("--trace", action="append", default=[], metavar="REGEX",
+                    help="print the worst path into the worst endpoint pin matching REGEX, "
+                         "node by node with arrival times (repeatable)")
     a = ap.parse_args(argv)
     if not a.build_dir and not a.preset:
         ap.error("give a build directory or --preset")
@@ -75,6 +81,18 @@ def main(argv=None):
     if not (d / "routed.sdf").exists():
         print(f"timing_wall: {d} has no routed.sdf (build with --keep)", file=sys.stderr)
         return 2
+    if a.trace:
+        sta = ooc._Sta((d / "routed.sdf").read_text())
+        for pat in a.trace:
+            t = ooc.sdf_trace(None, pat, sta=sta)
+            if t is None:
+                print(f"no endpoint matches {pat!r}")
+                continue
+            print(f"{t['delay_ns']:.2f} ns into {t['end'].replace('dut.dut.', '')}")
+            for n in t["nodes"]:
+                print(f"  {n['arrival_ns']:6.2f}  +{n['step_ns']:5.2f}  {n['type']:<13} "
+                      f"{n['node'].replace('dut.dut.', '')[:110]}")
+        return 0
     w = wall(d, a.mhz)
     if a.json:
         print(json.dumps(w, indent=2))

@@ -733,12 +733,32 @@ class _Sta:
         ends.sort(reverse=True)
 
         self.ends, self.pred, self.cell_type = ends, pred, cell_type
+        self.arrival, self.setup = arrival, setup
 
     def trace(self, node):
         nodes = [node]
         while self.pred.get(nodes[-1]) is not None:
             nodes.append(self.pred[nodes[-1]])
         return nodes[::-1]
+
+
+def sdf_trace(sdf_text, pattern, sta=None):
+    """The worst path into the worst endpoint pin whose name matches the regular expression
+    ``pattern`` (``re.search``), node by node: ``{"end", "delay_ns", "nodes": [{"node",
+    "type", "arrival_ns", "step_ns"}]}`` (``step_ns``: the delay added by that cell or net;
+    ``delay_ns`` includes the endpoint's setup), or None if no endpoint matches."""
+    sta = sta or _Sta(sdf_text)
+    rx = re.compile(pattern)
+    for total, node in sta.ends:
+        if rx.search(node):
+            out, prev = [], 0.0
+            for n in sta.trace(node):
+                a = sta.arrival.get(n, 0.0)
+                out.append({"node": n, "type": sta.cell_type.get(n.rsplit("/", 1)[0], ""),
+                            "arrival_ns": round(a, 3), "step_ns": round(a - prev, 3)})
+                prev = a
+            return {"end": node, "delay_ns": round(total, 3), "nodes": out}
+    return None
 
 
 def sdf_worst_paths(sdf_text, period_ns=None, n=5, distinct="both", sta=None):

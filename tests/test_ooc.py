@@ -282,6 +282,18 @@ def test_sdf_slow_endpoints():
     assert ooc.sdf_slow_endpoints(SDF, 2.5)["groups"] == 0
 
 
+def test_sdf_trace():
+    t = ooc.sdf_trace(SDF, r"u\.b_.*/DI")
+    assert t["end"] == "u.b_TRELLIS_FF_Q_1/DI" and t["delay_ns"] == 2.0
+    assert [(n["node"], n["arrival_ns"], n["step_ns"]) for n in t["nodes"]] == [
+        ("u.a_TRELLIS_FF_Q/Q", 0.5, 0.5), ("u.l1_LUT4_Z/A", 0.8, 0.3),
+        ("u.l1_LUT4_Z/Z", 1.2, 0.4), ("u.l2_LUT4_Z/B", 1.4, 0.2), ("u.l2_LUT4_Z/Z", 1.8, 0.4),
+        ("u.b_TRELLIS_FF_Q_1/DI", 1.9, 0.1)]
+    assert t["nodes"][1]["type"] == "TRELLIS_COMB"
+    assert ooc.sdf_trace(SDF, r"/M$")["delay_ns"] == 0.7
+    assert ooc.sdf_trace(SDF, "nothing") is None
+
+
 def test_base_names():
     assert ooc._base("dut.dut.fragmenter.s2_key[5]_TRELLIS_FF_Q_3") == "dut.dut.fragmenter.s2_key"
     assert ooc._base("dut.x.counters.mem_b1.mem.0.3_DOB12_TRELLIS_FF_Q_1") \
