@@ -877,12 +877,14 @@ LINT_WAIVERS = (
     # compare `ram_m`, the in-flight flags `gath_none`, the R stage's `r1_v` behind the
     # buffer's write enable, the hazard log's write register `lw_*` behind its write port,
     # the scatter request `r_scat` (= s_kv), the pending scatters `s_pending` behind the
-    # scatter_busy port, ...) and the members of the three
+    # scatter_busy port, the hazard filter's ports `filt_*` and read address `f_cand`
+    # behind its column slices' ports, ...) and the members of the three
     # SyncFIFOs as seen from `core` (`w_en`, `r_rdy`, ... with `$N` suffixes).
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(st_[a-z_]+|log_count\d+|row_beats|"
            r"replayable|r1_data|occupancy|ip|hits|gathers_done|error|e_pending|aw_len|ar_len|"
            r"app_pos|to_page|w_en|r_en|r_rdy|w_data|nsrc|nleft|ndst|nwl|g_held|rj_src|perr|"
-           r"ram_m|gath_none|ret_beats|avail_ret|r1_v|lw_en|lw_addr|lw_data|r_scat|s_pending)"
+           r"ram_m|gath_none|ret_beats|avail_ret|r1_v|lw_en|lw_addr|lw_data|r_scat|s_pending|"
+           r"f_cand|filt_raddr|filt_ren|filt_waddr|filt_wdata|filt_wen)"
            r"(\$\d+)?'$", instance=_CORE, reason=
            "alias wires of named signals, read through their driving nets"),
     # amaranth.lib.fifo.SyncFIFOBuffered (row, write-response and write-length queues):
@@ -911,4 +913,11 @@ LINT_WAIVERS = (
     Waiver("WIDTHEXPAND", r"^Operator ADD expects \d+ bits on the RHS, but RHS's SIGNED "
            r"generates 2 bits\.$", instance=_CORE, reason=
            "a 1-bit increment as a non-negative signed operand, extended as Amaranth does"),
+    # `spare - len`: a row's first burst length, carried with the job (`jo.rd.len`) and in
+    # the row FIFO (`rowout.wr.len`), zero-extended to the credit's signed width, which
+    # Yosys writes as `$signed({1'h0, field})` (a non-negative value) sign-extended to the
+    # difference's width: the value Amaranth defines.
+    Waiver("WIDTHEXPAND", r"^Operator SUB expects \d+ bits on the RHS, but RHS's SIGNED "
+           r"generates \d+ bits\.$", instance=_CORE, reason=
+           "a burst length as a non-negative signed operand, extended as Amaranth does"),
 )

@@ -98,7 +98,8 @@ Ordering and hazard rule (no lost update)
   written exactly ``k * (2**filter_gen_bits - 1)`` generations ago (the counter wrapped).
   ``soft_reset`` also increments every generation (a hard reset restarts them at 0 over
   the old tables: again false positives at most). The tables of all banks are one memory
-  (word = one tag per bank, ulx3s 8192 x 8 bits: four DP16KD), read one cycle ahead: each
+  (word = one tag per bank, ulx3s 8192 x 8 bits: four DP16KD, one 8192 x 2 column slice
+  each, see :func:`filter_slices`), read one cycle ahead: each
   cycle it reads the entry of the gather the input buffer presents next, and a write in that
   cycle to that entry is forwarded by registers. The check's result (the hit mask) is
   registered with the gather in the check stage G2, which the arbiter serves; a write in the
@@ -166,6 +167,7 @@ Cycle costs
   for the data, ~5 cycles from the last R beat to the AW, ``beats`` of W, then the B.
 """
 
+from math import gcd
 from types import SimpleNamespace
 
 from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal, signed
@@ -261,6 +263,24 @@ def _lowest(bits, n):
     return idx
 
 
+#: Bits of one block RAM (ECP5 DP16KD, without its parity bits): sets the filter's slices.
+BRAM_BITS = 16384
+
+
+def filter_slices(width, depth, gran):
+    """Column slices ``[(lo, hi), ...]`` of a ``width`` x ``depth`` memory written in granules
+    of ``gran`` bits, each as wide as one block RAM of ``BRAM_BITS`` is at that depth (at
+    least one bit; a multiple of ``gran`` or a divisor of it, so a write granule never
+    straddles two slices unevenly): slices of one RAM each need no depth cascade and no
+    multiplexer after the RAMs. A memory no deeper than one RAM at full width is one slice.
+    """
+    w = max(1, BRAM_BITS // depth)
+    if w >= width:
+        return [(0, width)]
+    w = (w // gran) * gran if w >= gran else gcd(w, gran)
+    return [(lo, min(width, lo + w)) for lo in range(0, width, w)]
+
+
 class SkidBuffer(wiring.Component):
     """A two-entry pipeline register (skid buffer) between two valid/ready streams.
 
@@ -269,7 +289,10 @@ class SkidBuffer(wiring.Component):
     never stalls, and adds one cycle of latency. ``o`` holds the oldest item; ``s_valid`` /
     ``s_payload`` is the second (the *skid* register, filled only while ``o`` is stalled, so
     ``s_valid`` implies ``o.valid``). Both are exported because an item held here is still
-    pending for its owner's status logic.
+    pending for its owner's status logic. The skid register captures the input in every
+    cycle it is empty (its enable is ``~s_valid``, a flip-flop, not the late ``o.ready``:
+    only ``s_valid`` decides whether the capture counts), so ``s_payload`` means nothing
+    while ``s_valid`` is low.
     """
 
     def __init__(self, shape):
@@ -280,13 +303,15 @@ class SkidBuffer(wiring.Component):
         m = Module()
         i, o = self.i, self.o
         m.d.comb += i.ready.eq(~self.s_valid)
+        with m.If(~self.s_valid):
+            m.d.sync += self.s_payload.eq(i.payload)
         with m.If(~o.valid | o.ready):
             with m.If(self.s_valid):
                 m.d.sync += [o.payload.eq(self.s_payload), o.valid.eq(1), self.s_valid.eq(0)]
             with m.Else():
                 m.d.sync += [o.payload.eq(i.payload), o.valid.eq(i.valid)]
         with m.Elif(i.valid & ~self.s_valid):
-            m.d.sync += [self.s_payload.eq(i.payload), self.s_valid.eq(1)]
+            m.d.sync += self.s_valid.eq(1)
         return m
 
 
@@ -312,7 +337,8 @@ class GatherScatterDMA(wiring.Component):
         Bits of a filter entry, the generation tag (>= 2, default 4): a bank's entries
         written ``2**filter_gen_bits - 1`` scatters ago alias the current generation (a false
         positive). The filters are one memory of ``filter_entries`` words of
-        ``staging_banks * filter_gen_bits`` bits (ulx3s: 8192 x 8, four DP16KD).
+        ``staging_banks * filter_gen_bits`` bits, built as column slices of one block RAM
+        each (ulx3s: 8192 x 8 as four 8192 x 2 DP16KD).
 
     Members
     -------
@@ -519,10 +545,28 @@ class GatherScatterDMA(wiring.Component):
         # simulation). The generations live outside the reset domain: a soft reset bumps them
         # (clears every filter) instead of resetting them to values old entries still hold.
         never = (1 << G) - 1
-        m.submodules.filt_mem = filt_mem = Memory(shape=B * G, depth=F,
-                                                  init=[(1 << (B * G)) - 1] * F)
-        filt_wp = filt_mem.write_port(granularity=G)
-        filt_rp = filt_mem.read_port(domain="sync")
+        # The memory is built as column slices as wide as one block RAM is at depth F
+        # (`filter_slices`; ulx3s: 8192 x 8 as four 8192 x 2): a deeper-than-one-RAM memory
+        # of the full width would be a depth cascade with a multiplexer after the RAMs, on
+        # the read data's way into the hazard check, the design's worst path at 65.2 MHz.
+        filt_wp = SimpleNamespace(addr=Signal(fb, name="filt_waddr"),
+                                  data=Signal(B * G, name="filt_wdata"),
+                                  en=Signal(B, name="filt_wen"))
+        filt_rp = SimpleNamespace(addr=Signal(fb, name="filt_raddr"),
+                                  data=Signal(B * G, name="filt_rdata"), en=Signal(name="filt_ren"))
+        for k, (lo, hi) in enumerate(filter_slices(B * G, F, G)):
+            mem = Memory(shape=hi - lo, depth=F, init=[(1 << (hi - lo)) - 1] * F)
+            m.submodules[f"filt_mem{k}"] = mem
+            if hi - lo >= G:
+                wp = mem.write_port(granularity=G)
+                m.d.comb += wp.en.eq(filt_wp.en[lo // G:hi // G])
+            else:
+                wp = mem.write_port()
+                m.d.comb += wp.en.eq(filt_wp.en[lo // G].replicate(hi - lo))
+            rp = mem.read_port(domain="sync")
+            m.d.comb += [wp.addr.eq(filt_wp.addr), wp.data.eq(filt_wp.data[lo:hi]),
+                         rp.addr.eq(filt_rp.addr), rp.en.eq(filt_rp.en),
+                         filt_rp.data[lo:hi].eq(rp.data)]
         gen = Array(Signal(G, name=f"filt_gen{b}") for b in range(B))
         armed = Signal(B)            # bit b: bank b has logged a gather since its last scatter
         epoch = Signal(B)
@@ -532,6 +576,9 @@ class GatherScatterDMA(wiring.Component):
         qhead = Array(Signal(pos_bits, name=f"qhead{b}") for b in range(B))
         qtail = Array(Signal(pos_bits, name=f"qtail{b}") for b in range(B))
         qcnt = Array(Signal(cnt_bits, name=f"qcnt{b}") for b in range(B))
+        # `qnz[q]`: list q is not empty (= qcnt[q] != 0, kept as a register of its own so the
+        # replay / gather priority and the list append read a flip-flop, not a count compare)
+        qnz = Signal(B)
         replay_ok = Signal(B)
 
         # gather log: {key, wait mask, epoch snapshot} per (bank, index)
@@ -552,19 +599,37 @@ class GatherScatterDMA(wiring.Component):
         pop_q = Signal(bank_bits)
         pop_next = Signal(pos_bits)
         m.d.comb += [link_wp.addr.eq(qtail[app_q]), link_wp.data.eq(app_pos),
-                     link_wp.en.eq(app_en & (qcnt[app_q] != 0))]
+                     link_wp.en.eq(app_en & qnz.bit_select(app_q, 1))]
         for q in range(B):
             inc = app_en & (app_q == q)
             dec = pop_en & (pop_q == q)
-            m.d.sync += qcnt[q].eq(qcnt[q] + inc - dec)
+            m.d.sync += [qcnt[q].eq(qcnt[q] + inc - dec),
+                         qnz[q].eq(inc | (qnz[q] & ~(dec & (qcnt[q] == 1))))]
             with m.If(inc):
                 m.d.sync += qtail[q].eq(app_pos)
-                with m.If(qcnt[q] == 0):
+                with m.If(~qnz[q]):
                     m.d.sync += qhead[q].eq(app_pos)
             with m.If(dec):
                 m.d.sync += qhead[q].eq(pop_next)
                 with m.If(qcnt[q] == 1):
                     m.d.sync += replay_ok[q].eq(0)
+
+        PB = PAGE >> lbb                    # beats in a 4 KiB page
+        assert MB <= PB, (MB, PB)
+        tp_bits = bits_for(PB)
+
+        def page_room(addr):
+            """Beats from ``addr`` to the next 4 KiB boundary (1 .. PB)."""
+            to_page = Signal(tp_bits)
+            m.d.comb += to_page.eq(Const(PB, tp_bits + 1) - addr[lbb:12])
+            return to_page
+
+        def burst_of(to_page, left):
+            """``(min(left, to_page, MB), left fits in it)`` for a burst with ``to_page`` beats
+            to the page boundary: the compares run side by side, not as a chain of
+            minimums."""
+            fin = (to_page >= left) & (left <= MB)
+            return Mux(fin, left, Mux(to_page <= MB, to_page, MB)), fin
 
         # --- J pipeline: J1 select, J2 products, J3 addresses ---------------------------------
         rd_take = Signal()
@@ -575,8 +640,15 @@ class GatherScatterDMA(wiring.Component):
         # J3 -> read issuer through a skid buffer: the J pipeline (and so the arbiter's grants
         # and every input's `ready`) advances on the buffer's registered `ready`, never on the
         # read issuer's address/credit arithmetic of the same cycle
+        # The row's first read burst and first write burst (room to the page boundary,
+        # length, whether it is the row's only burst) are computed here from the J3
+        # registers and travel with the job (and on into the row FIFO), so the read and write
+        # issuers' credit updates start from registers, not from an address subtraction and
+        # a compare on the skid buffer's / row FIFO's output
+        burst_layout = data.StructLayout({"room": tp_bits, "len": burst_bits, "fin": 1})
         j_layout = data.StructLayout({"src": ADDR_BITS, "dst": ADDR_BITS, "kind": 2,
-                                      "bank": bank_bits})
+                                      "bank": bank_bits, "beats": beat_bits,
+                                      "rd": burst_layout, "wr": burst_layout})
         m.submodules.j_skid = jsk = SkidBuffer(j_layout)
         m.d.comb += adv.eq(~j3_v | jsk.i.ready)
 
@@ -639,7 +711,12 @@ class GatherScatterDMA(wiring.Component):
                          j3_dst.eq(Mux(to_host, host, other))]
         m.d.comb += [jsk.i.valid.eq(j3_v), jsk.i.payload.src.eq(j3_src),
                      jsk.i.payload.dst.eq(j3_dst), jsk.i.payload.kind.eq(j3_kind),
-                     jsk.i.payload.bank.eq(j3_bank)]
+                     jsk.i.payload.bank.eq(j3_bank), jsk.i.payload.beats.eq(row_beats)]
+        for d, addr in (("rd", j3_src), ("wr", j3_dst)):
+            room = page_room(addr)
+            blen, bfin = burst_of(room, row_beats)
+            m.d.comb += [jsk.i.payload[d].room.eq(room), jsk.i.payload[d].len.eq(blen),
+                         jsk.i.payload[d].fin.eq(bfin)]
 
         # --- sources ----------------------------------------------------------------------------
         # replay FSM
@@ -651,7 +728,7 @@ class GatherScatterDMA(wiring.Component):
         rp_q = Signal(bank_bits)
         rp_pos = Signal(pos_bits)
         replayable = Signal(B)
-        m.d.comb += replayable.eq(Cat(replay_ok[q] & (qcnt[q] != 0) for q in range(B)))
+        m.d.comb += replayable.eq(replay_ok & qnz)
         replay_busy = Signal()
         m.d.comb += replay_busy.eq(rp_busy_state | replayable.any() | s_complete)
         rp_word = Signal(log_layout)
@@ -742,7 +819,7 @@ class GatherScatterDMA(wiring.Component):
             for b in range(B):
                 with m.If(s_bank == b):
                     m.d.sync += [log_count[b].eq(0), armed[b].eq(0), epoch[b].eq(~epoch[b]),
-                                 replay_ok[b].eq(qcnt[b] != 0)]
+                                 replay_ok[b].eq(qnz[b])]
         for b in range(B):
             with top.If(do_reset | (s_complete & (s_bank == b))):
                 top.d.sync += gen[b].eq(Mux(gen[b] == never - 1, 0, gen[b] + 1))
@@ -978,7 +1055,7 @@ class GatherScatterDMA(wiring.Component):
 
         # --- read issuer ----------------------------------------------------------------------
         row_layout = data.StructLayout({"dst": ADDR_BITS, "beats": beat_bits, "kind": 2,
-                                        "bank": bank_bits})
+                                        "bank": bank_bits, "wr": burst_layout})
         m.submodules.row_fifo = row_fifo = SyncFIFOBuffered(
             width=row_layout.size, depth=max(4, T))
         rj_v = Signal()
@@ -999,23 +1076,6 @@ class GatherScatterDMA(wiring.Component):
         m.submodules.tag_addr = tag_addr = Memory(shape=ADDR_BITS, depth=T, init=[])
         ta_wp = tag_addr.write_port()
         ta_rp = tag_addr.read_port(domain="sync")
-
-        PB = PAGE >> lbb                    # beats in a 4 KiB page
-        assert MB <= PB, (MB, PB)
-        tp_bits = bits_for(PB)
-
-        def page_room(addr):
-            """Beats from ``addr`` to the next 4 KiB boundary (1 .. PB)."""
-            to_page = Signal(tp_bits)
-            m.d.comb += to_page.eq(Const(PB, tp_bits + 1) - addr[lbb:12])
-            return to_page
-
-        def burst_of(to_page, left):
-            """``(min(left, to_page, MB), left fits in it)`` for a burst with ``to_page`` beats
-            to the page boundary: the compares run side by side, not as a chain of
-            minimums."""
-            fin = (to_page >= left) & (left <= MB)
-            return Mux(fin, left, Mux(to_page <= MB, to_page, MB)), fin
 
         def after_burst(to_page, left):
             """``(room, len, fin)`` of a row's next burst after one that was not its last,
@@ -1090,8 +1150,7 @@ class GatherScatterDMA(wiring.Component):
         m.d.comb += [nsrc.eq(rj_src + (ar_len << lbb)), nleft.eq(rj_left - ar_len)]
         nroom, nlen, nfin = after_burst(ar_room, rj_left)
         jo = jsk.o.payload
-        jroom = page_room(jo.src)
-        jlen, jfin = burst_of(jroom, row_beats)
+        jroom, jlen, jfin = jo.rd.room, jo.rd.len, jo.rd.fin
         with m.If(ar_ok):
             m.d.sync += [
                 ar_valid.eq(1), axi.araddr.eq(rj_src), axi.arlen.eq(ar_len - 1),
@@ -1107,10 +1166,10 @@ class GatherScatterDMA(wiring.Component):
         with m.Elif(axi.arready):
             m.d.sync += ar_valid.eq(0)
         rowin = data.View(row_layout, row_fifo.w_data)
-        m.d.comb += [row_fifo.w_en.eq(rd_take), rowin.dst.eq(jo.dst), rowin.beats.eq(row_beats),
-                     rowin.kind.eq(jo.kind), rowin.bank.eq(jo.bank)]
+        m.d.comb += [row_fifo.w_en.eq(rd_take), rowin.dst.eq(jo.dst), rowin.beats.eq(jo.beats),
+                     rowin.kind.eq(jo.kind), rowin.bank.eq(jo.bank), rowin.wr.eq(jo.wr)]
         with m.If(rd_take):
-            m.d.sync += [rj_v.eq(1), rj_src.eq(jo.src), rj_left.eq(row_beats), ar_len.eq(jlen),
+            m.d.sync += [rj_v.eq(1), rj_src.eq(jo.src), rj_left.eq(jo.beats), ar_len.eq(jlen),
                          ar_fin.eq(jfin), ar_room.eq(jroom)]
 
         # --- R channel: tag lookup, data into the buffer --------------------------------------
@@ -1211,8 +1270,7 @@ class GatherScatterDMA(wiring.Component):
         m.d.comb += [ndst.eq(wr_dst + (aw_len << lbb)), nwl.eq(wr_left - aw_len)]
         nwroom, nwlen, nwfin = after_burst(aw_room, wr_left)
         rowout = data.View(row_layout, row_fifo.r_data)
-        wroom = page_room(rowout.dst)
-        wlen, wfin = burst_of(wroom, rowout.beats)
+        wroom, wlen, wfin = rowout.wr.room, rowout.wr.len, rowout.wr.fin
         m.d.comb += beats_ready.eq(spare_credit("beat_spare", 0, ret_beats, aw_ok, aw_last,
                                                 wr_take, nwlen, wlen))
         with m.If(aw_ok):
@@ -1313,7 +1371,6 @@ class GatherScatterDMA(wiring.Component):
                 | wr_v
                 | (row_fifo.level != 0) | s_pending.any()
                 | (s_state != 0) | e_pending | (e_state != 0) | rp_busy_state)
-        for q in range(B):
-            work = work | (qcnt[q] != 0)
+        work = work | qnz.any()
         m.d.comb += self.busy.eq(rst_pending | ~quiescent | (~error & work))
         return top

@@ -652,19 +652,24 @@ def _generations_script(cfg, params, rng, rounds, *, soft_reset_at=()):
     return script, len(shared)
 
 
-@pytest.mark.parametrize("gen_bits,rounds", [(2, 5), (4, 17)])
-def test_hazard_after_generations(gen_bits, rounds):
+@pytest.mark.parametrize("gen_bits,rounds,entries", [(2, 5, None), (4, 17, None),
+                                                    (2, 5, 8192), (4, 17, 8192)])
+def test_hazard_after_generations(gen_bits, rounds, entries):
     """A key pending in bank 1 defers a gather into bank 0 after bank 1's filter has gone
     through several generations, including wraps of the generation counter
     (``2**gen_bits - 1`` generations; 5 rounds of 3 and 17 of 15 both wrap): no false
     negative. Bank 0 stays at its first generation, so a check against the wrong bank's
-    generation misses."""
+    generation misses. 8192 entries: the filter memory in column slices
+    (``dma.filter_slices``): with 2-bit tags one slice per bank, with 4-bit tags four
+    slices, each half a bank's tag."""
     cfg = TINY
     params = make_params(cfg)
     rng = random.Random(gen_bits * 100 + rounds)
     script, shared = _generations_script(cfg, params, rng, rounds)
     _, _, st = check(cfg, params, script, latency=2, max_latency=8, ready=0.9, rvalid=0.9,
-                     idle=0.1, max_cycles=60_000, dma_kw={"filter_gen_bits": gen_bits})
+                     idle=0.1, max_cycles=60_000,
+                     dma_kw={"filter_gen_bits": gen_bits,
+                             **({} if entries is None else {"filter_entries": entries})})
     assert st["stat_deferred"] >= shared
     assert not st["busy"] and not st["error"]
 
@@ -704,17 +709,21 @@ def test_hazard_after_soft_resets():
     assert st["stat_deferred"] >= shared
 
 
-def test_hazard_back_to_back_same_key():
+@pytest.mark.parametrize("entries", [None, 8192])
+def test_hazard_back_to_back_same_key(entries):
     """Gathers of one key into bank 1 and then bank 0 on consecutive cycles of the stream:
     the bank-0 item's filter entry is read in the cycle the bank-1 item is written, so only
     the forwarding makes it hit. The keys have distinct filter entries, so no bank-1 gather
     is deferred behind bank 0 (which would wait for a scatter the script does not send
-    first) and exactly the bank-0 gathers are deferred."""
+    first) and exactly the bank-0 gathers are deferred. With 8192 entries (ulx3s's) the
+    filter memory is four column slices of 2 bits, each half a bank's generation tag
+    (``dma.filter_slices``)."""
     cfg = TINY
     params = make_params(cfg)
     rng = random.Random(13)
     n = cfg.staging_rows
-    fb = exact_log2(dma_geometry(cfg).filter_entries)
+    dma_kw = {} if entries is None else {"filter_entries": entries}
+    fb = exact_log2(dma_geometry(cfg, **dma_kw).filter_entries)
     by_hash = {}
     for k in keys_of(cfg, rng, 8 * n):
         by_hash.setdefault(h3(k, SEED_DMA_FILTER, cfg.key_bits, fb), k)
@@ -737,7 +746,7 @@ def test_hazard_back_to_back_same_key():
     fill_memory(dut_mem, cfg, params, seed=1)
     DmaRef(cfg, params, ref_mem).run(ref_script)
     _, st = run_script(cfg, params, dut_mem, script + tail, seed=3, idle=0.0, latency=1,
-                       max_latency=4)
+                       max_latency=4, dma_kw=dma_kw)
     assert dut_mem == ref_mem, f"memory differs (addr, dut, ref): {dut_mem.diff(ref_mem)}"
     assert st["stat_deferred"] == n
 
