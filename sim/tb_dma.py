@@ -701,7 +701,11 @@ async def error_injection(dut, where):
 @cocotb.test(skip=bool(_BENCH))
 async def commands_while_busy(dut):
     """A second SCATTER of a bank that is still scattering, or a second EVICT, is ignored and
-    flagged; a SCATTER of the other bank is queued and performed."""
+    flagged; a SCATTER of the other bank is queued and performed. The SCATTERs are sent once
+    every bank-1 gather has been logged (``log_count_1``; a gather still in the DMA's input
+    stages when its bank's SCATTER is queued waits for that scatter, and a bank-1 gather
+    deferred behind bank 0 by a filter false positive keeps ``gathers_done[1]`` low until
+    bank 0's scatter)."""
     tb = TB(dut, latency=30)
     cfg, rng = tb.cfg, tb.rng
     await tb.start()
@@ -717,6 +721,7 @@ async def commands_while_busy(dut):
     ref = DmaRef(cfg, p, mem)
     ref.run(script + [("scatter", 0), ("scatter", 1)])
     await tb.run_script(script)
+    await tb.wait_for(lambda: int(dut.log_count_1.value) == len(k1), "bank 1's gathers logged")
     await tb.pulse("scatter_start", scatter_bank=0)
     await tb.pulse("scatter_start", scatter_bank=1)       # queued behind bank 0
     await tb.pulse("scatter_start", scatter_bank=0)       # duplicate: ignored
@@ -874,8 +879,8 @@ LINT_WAIVERS = (
     # buffer occupancy, filter hits, the list-append position, the next burst's address and
     # beats left `nsrc`/`nleft`/`ndst`/`nwl`, the held-gather mask `g_held`, `rj_src` behind
     # the tag memory's write data, the registered `perr` behind param_error, the filter
-    # compare `ram_m`, the in-flight flags `gath_none`, the R stage's `r1_v` behind the
-    # buffer's write enable, the hazard log's write register `lw_*` behind its write port,
+    # check `hits_new` behind `g2_chk`, the in-flight flags `gath_none`, the R stage's
+    # `r1_v` behind the buffer's write enable, the hazard log's write register `lw_*` behind its write port,
     # the scatter request `r_scat` (= s_kv), the pending scatters `s_pending` behind the
     # scatter_busy port, the hazard filter's ports `filt_*` and read address `f_cand`
     # behind its column slices' ports, ...) and the members of the three
@@ -883,7 +888,7 @@ LINT_WAIVERS = (
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(st_[a-z_]+|log_count\d+|row_beats|"
            r"replayable|r1_data|occupancy|ip|hits|gathers_done|error|e_pending|aw_len|ar_len|"
            r"app_pos|to_page|w_en|r_en|r_rdy|w_data|nsrc|nleft|ndst|nwl|g_held|rj_src|perr|"
-           r"ram_m|gath_none|ret_beats|avail_ret|r1_v|lw_en|lw_addr|lw_data|r_scat|s_pending|"
+           r"hits_new|gath_none|ret_beats|avail_ret|r1_v|lw_en|lw_addr|lw_data|r_scat|s_pending|"
            r"f_cand|filt_raddr|filt_ren|filt_waddr|filt_wdata|filt_wen)"
            r"(\$\d+)?'$", instance=_CORE, reason=
            "alias wires of named signals, read through their driving nets"),

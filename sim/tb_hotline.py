@@ -71,10 +71,11 @@ from sim.streams import load_config, reset, start_clock
 
 LINT_WAIVERS = (
     # HotlineAccelerator: named registers that drive register-block inputs directly
-    # (`sticky_*`, the CAM access results), the fragmenter's CAM lanes forwarded to the CAM,
-    # and unit outputs the top has no use for: alias wires read through their driving nets.
+    # (`sticky_*`, the CAM access results, `frag_cam_busy` into the fragmenter, `learn_go`
+    # into the counter array), the fragmenter's CAM lanes forwarded to the CAM, and unit
+    # outputs the top has no use for: alias wires read through their driving nets.
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(sticky_\w+|cam_(used|rej|key|done)|"
-           r"cam_lookup_valid|cam_lookup_keys)'$", instance=r"hotline\.dut", reason=
+           r"frag_cam_busy|learn_go|cam_lookup_valid|cam_lookup_keys)'$", instance=r"hotline\.dut", reason=
            "alias wires of named signals, read through their driving nets"),
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(idle|busy|done|busy\$\d+|popular_base|"
            r"w_level)'$", instance=r"hotline\.dut\.\w+(\.\w+)?", reason=

@@ -52,8 +52,9 @@ Micro-architecture
   for a gather, ``gathers_done`` of its bank is clear.
 * **Block RAM outputs and wide checks end in registers.** The arbiter, the in-flight
   counters and the list bookkeeping see no block RAM read data and no wide compare of the
-  same cycle: the gather's filter check is registered in a check stage (G2) after the input
-  buffer, the scatter sequencer reads the gather log ahead into a register, the replay
+  same cycle: the filter RAM's read data enters a register, the gather's filter check is
+  made from registers in a check stage (G1) after the input buffer and registered with the
+  gather in G2, the scatter sequencer reads the gather log ahead into a register, the replay
   registers the log word and link it read, the key's table-id check is registered with
   the job in J1 (a job with a bad key occupies J1 for a cycle and goes no further), the
   in-flight counters count a job when it leaves J1 (their zero tests add the job in J1),
@@ -99,13 +100,14 @@ Ordering and hazard rule (no lost update)
   ``soft_reset`` also increments every generation (a hard reset restarts them at 0 over
   the old tables: again false positives at most). The tables of all banks are one memory
   (word = one tag per bank, ulx3s 8192 x 8 bits: four DP16KD, one 8192 x 2 column slice
-  each, see :func:`filter_slices`), read one cycle ahead: each
-  cycle it reads the entry of the gather the input buffer presents next, and a write in that
-  cycle to that entry is forwarded by registers. The check's result (the hit mask) is
-  registered with the gather in the check stage G2, which the arbiter serves; a write in the
-  check's cycle (the G2 gather leaving) is forwarded by comparing hashes, and a scatter
-  completing clears its bank's bit in the mask (registered or being computed), as it
-  clears the bank's filter.
+  each, see :func:`filter_slices`), read ahead: each cycle it reads the entry of the gather
+  the input buffer's output register (G0) loads next, and its read data goes straight into
+  a register. The gather moves on to the check stage G1, where that registered word (with
+  the writes made since the read forwarded by registers) is compared with the generations;
+  the result (the hit mask) is registered with the gather in G2, which the arbiter serves.
+  A write in the check's cycle (the G2 gather leaving) is forwarded by comparing hashes, and
+  a scatter completing clears its bank's bit in the mask (registered or being computed), as
+  it clears the bank's filter.
 * A gather into bank ``c`` whose key hits the filter of another bank is **deferred**: its
   log word records the set ``M`` of banks it hit and a snapshot of the epochs, and it joins
   the deferred list of the lowest bank of ``M``. When that bank's scatter completes, its list
@@ -153,8 +155,8 @@ cleared (``busy`` stays high meanwhile; ``place``/``gather`` wait).
 
 Cycle costs
 -----------
-* Job front end: one row job per cycle (input buffer 1 cycle, a gather's check stage G2 1
-  cycle, J1 -> J3 3 cycles, J skid buffer 1 cycle of latency); a deferred gather replays in
+* Job front end: one row job per cycle (input buffer 1 cycle, a gather's check stages G1
+  and G2 2 cycles, J1 -> J3 3 cycles, J skid buffer 1 cycle of latency); a deferred gather replays in
   3 cycles; the scatter sequencer emits one row per cycle (after 2 cycles of log read-ahead)
   and completes 1 cycle after its last write response, the evict sequencer one
   slot per CAM read round trip (about 3 cycles for a ``full`` CAM, 6 for ``hash``).
@@ -163,7 +165,7 @@ Cycle costs
   and ``buffer_beats`` cover the memory latency: ``efficiency ~ min(1, bursts in flight *
   burst beats / (latency + burst beats))``.
 * Latency of a row (no contention, memory latency ``L``): ~5 cycles to the AR (a gather
-  6), ``L + beats``
+  7), ``L + beats``
   for the data, ~5 cycles from the last R beat to the AW, ``beats`` of W, then the B.
 """
 
@@ -910,40 +912,68 @@ class GatherScatterDMA(wiring.Component):
                      gsk.i.payload.index.eq(gi.index),
                      gsk.i.payload.hash.eq(h3_expr(gi.key, SEED_DMA_FILTER, kb, fb)),
                      self.gather.ready.eq(gsk.i.ready & in_ok)]
-        # the gather in the buffer's output register is checked against the filters and
-        # moves, with its registered hit mask, into the check register G2 (`g2_v`, `gp`; the
-        # mask is `hits`, below), which the arbiter serves: neither the filter RAM's read
-        # data nor the compare reaches the arbiter in one cycle
+        # the gather in the buffer's output register (G0) moves to G1, where it is checked
+        # against the filters, and on, with its registered hit mask, into the check register
+        # G2 (`g2_v`, `gp`; the mask is `hits`, below), which the arbiter serves. The filter
+        # RAM's read data only enters a register (`f_q`, no logic between, placed by its
+        # RAM): the compare works from registers, a cycle later, and its result is
+        # registered again before the arbiter.
         go = gsk.o.payload
+        g1_v = Signal()
+        g1p = Signal(g_skid_layout)
+        g1_load = Signal()
         g2_v = Signal()
         gp = Signal(g_skid_layout)
         g2_hits = Signal(B)
         g_hash = gp.hash
+
+        def granule(v, d):
+            return v[d * G:(d + 1) * G]
+
+        def forward(word, eq, en, wdata):
+            """``word`` with the granules a write (``eq``: to its entry, ``en``, ``wdata``)
+            replaced."""
+            return Cat(Mux(eq & en[d], granule(wdata, d), granule(word, d)) for d in range(B))
+
         # filter read, one cycle ahead: every cycle the memory reads the entry of the item
-        # the buffer's output register loads next (the skid register's, else the input's),
-        # with en = 1, so neither its address nor its enable depends on this cycle's
-        # hazard check. `f_cur` is the entry of the item in the output register: the fresh
-        # read in the cycle after a load, else the word held since. Only the item in G2
-        # writes the filter, when it is taken, and G2 then loads the output register's item
-        # in the same cycle, so a held word stays exact for as long as it is used. A write
-        # in the read's cycle is forwarded by registers, a write in the check's cycle (the
-        # G2 item leaving) by comparing hashes.
+        # G0 loads next (the skid register's, else the input's), with en = 1, so neither its
+        # address nor its enable depends on a hazard check; the read data is registered
+        # (`f_q`) unconditionally. `w0` is, a cycle late, the entry of the item G0 held in
+        # the previous cycle: the fresh read (`f_q`) if G0 had just loaded it, with the write
+        # of the read's cycle forwarded, else the word held since. `w1` (G1's item's entry,
+        # only compared, see `fresh`) is `w0` with the write of the previous cycle (the G0
+        # item's last) forwarded. Only the item in G2 writes the filter, when it is taken,
+        # and G1 and G0 then move in the same cycle, so a held word or mask stays exact for as
+        # long as it is used; a write in the check's cycle (the G2 item leaving) is forwarded
+        # by comparing hashes.
         f_cand = Signal(fb)
         m.d.comb += [f_cand.eq(Mux(gsk.s_valid, gsk.s_payload.hash, gsk.i.payload.hash)),
                      filt_rp.addr.eq(f_cand), filt_rp.en.eq(1)]
-        f_loaded = Signal()           # the output register loaded in the previous cycle
-        f_fw_eq = Signal()            # the previous cycle's write hit the read's entry
+        f_q = Signal(B * G, reset_less=True)
+        f_loaded = Signal()           # G0 loaded in the previous cycle (`f_q` is its entry
+        f_loaded_q = Signal()         # ... in the next: `f_loaded_q`)
+        f_fw_eq = Signal()            # the read's cycle's write hit the read's entry
         f_fw_en = Signal(B)           # ... with these granules
-        f_fw_data = Signal(B * G)     # ... and this data
-        f_held = Signal(B * G)
-        f_cur = Signal(B * G)
-        m.d.sync += [f_loaded.eq(~gsk.o.valid | gsk.o.ready),
+        f_fw_data = Signal(B * G, reset_less=True)    # ... and this data
+        f_fw_eq_q = Signal()          # (the same, a cycle later, beside `f_q`)
+        f_fw_en_q = Signal(B)
+        f_fw_data_q = Signal(B * G, reset_less=True)
+        w0 = Signal(B * G)
+        w0_held = Signal(B * G, reset_less=True)
+        m.d.sync += [f_q.eq(filt_rp.data),
+                     f_loaded.eq(~gsk.o.valid | gsk.o.ready), f_loaded_q.eq(f_loaded),
                      f_fw_eq.eq(filt_wp.addr == f_cand), f_fw_en.eq(filt_wp.en),
-                     f_fw_data.eq(filt_wp.data), f_held.eq(f_cur)]
-        m.d.comb += f_cur.eq(Mux(f_loaded,
-                                 Cat(Mux(f_fw_eq & f_fw_en[d], f_fw_data[d * G:(d + 1) * G],
-                                         filt_rp.data[d * G:(d + 1) * G]) for d in range(B)),
-                                 f_held))
+                     f_fw_data.eq(filt_wp.data),
+                     f_fw_eq_q.eq(f_fw_eq), f_fw_en_q.eq(f_fw_en), f_fw_data_q.eq(f_fw_data),
+                     w0_held.eq(w0)]
+        m.d.comb += w0.eq(Mux(f_loaded_q, forward(f_q, f_fw_eq_q, f_fw_en_q, f_fw_data_q),
+                              w0_held))
+        w1_eq = Signal()              # the previous cycle's write hit G0's item's entry
+        w1_en = Signal(B)
+        w1_data = Signal(B * G, reset_less=True)
+        g1_fresh = Signal()           # G1 loaded in the previous cycle
+        m.d.sync += [w1_eq.eq(filt_wp.addr == go.hash), w1_en.eq(filt_wp.en),
+                     w1_data.eq(filt_wp.data), g1_fresh.eq(g1_load)]
         gather_take = Signal()
         g2_load = Signal()
         hits_new = Signal(B)
@@ -951,35 +981,35 @@ class GatherScatterDMA(wiring.Component):
         # no gather hits that bank any more, also one checked in this very cycle
         hits_clr = Signal(B)
         m.d.comb += hits_clr.eq(Mux(s_complete, (Const(1, B) << s_bank)[:B], 0))
-        # the RAM word is compared with the generation and then meets one AND-OR with terms
-        # made of registers only (`ram_k`: the fresh read is the entry; `other`: the
-        # forwarded or held word hits, or the G2 item's write in this cycle hits)
-        def granule(v, d):
-            return v[d * G:(d + 1) * G]
-
-        fw_d = Cat(f_fw_eq & f_fw_en[d] for d in range(B))
-        ram_m = Signal(B, attrs={"keep": 1})    # kept: the mapper sees the compare alone
-        ram_k = Cat(f_loaded & ~fw_d[d] & armed[d] & (go.bank != d) & ~hits_clr[d]
-                    for d in range(B))
-        other = Cat((((f_loaded & fw_d[d] & (granule(f_fw_data, d) == gen[d]))
-                      | (~f_loaded & (granule(f_held, d) == gen[d]))) & armed[d]
-                     | (gather_take & (gp.bank == d) & (gp.hash == go.hash)))
-                    & (go.bank != d) & ~hits_clr[d] for d in range(B))
-        m.d.comb += [ram_m.eq(Cat(granule(filt_rp.data, d) == gen[d] for d in range(B))),
-                     hits_new.eq((ram_k & ram_m) | other)]
-        # the check of the output register's item is registered every cycle (`g2_chk`,
-        # no load enable in the RAM data's path); G2's mask is that result in the cycle
-        # after G2 loaded (`g2_fresh`), else its own mask held
+        # G1's item hits bank d: in the cycle after G1 loaded, its entry (each candidate
+        # word compared with the generation, then selected by registers: the compare reads
+        # registers only) matches an armed bank's generation; later, its mask of the previous
+        # cycle (`g2_chk`, registered every cycle, cleared by completing scatters as it was
+        # made); in both, or the G2 item's write in this cycle hits it
+        fresh = Signal(B)
+        for d in range(B):
+            def hit(word, d=d):
+                return granule(word, d) == gen[d]
+            m.d.comb += fresh[d].eq(armed[d] & Mux(
+                w1_eq & w1_en[d], hit(w1_data),
+                Mux(f_loaded_q, Mux(f_fw_eq_q & f_fw_en_q[d], hit(f_fw_data_q), hit(f_q)),
+                    hit(w0_held))))
+        # the check of G1's item is registered every cycle (`g2_chk`, no load enable in its
+        # path); G2's mask is that result in the cycle after G2 loaded (`g2_fresh`), else
+        # its own mask held
         # (`hit_any`: whether the mask has a bit, from registers of its own made beside the
         # masks, so the take / load decision does not wait for an OR of the selected mask.
         # With two banks the fresh mask's OR fits the select's LUT4 (fresh, two mask bits,
-        # held bit): no register for it, which kept the filter RAM's compare from feeding a
-        # further OR on the way to it, the design's worst path at 63.2 MHz)
+        # held bit): no register for it)
         g2_chk = Signal(B)
         g2_fresh = Signal()
         hits = Signal(B)
         g2_hits_any = Signal()
         hit_any = Signal()
+        m.d.comb += hits_new.eq(Cat(
+            (Mux(g1_fresh, fresh[d], g2_chk[d])
+             | (gather_take & (gp.bank == d) & (gp.hash == g1p.hash)))
+            & (g1p.bank != d) & ~hits_clr[d] for d in range(B)))
         m.d.sync += [g2_chk.eq(hits_new), g2_fresh.eq(g2_load),
                      g2_hits.eq(hits & ~hits_clr), g2_hits_any.eq((hits & ~hits_clr).any())]
         if B > 2:
@@ -990,7 +1020,9 @@ class GatherScatterDMA(wiring.Component):
         m.d.comb += [hits.eq(Mux(g2_fresh, g2_chk, g2_hits)),
                      hit_any.eq(Mux(g2_fresh, g2_chk_any, g2_hits_any))]
         with m.If(g2_load):
-            m.d.sync += [g2_v.eq(gsk.o.valid), gp.eq(go)]
+            m.d.sync += [g2_v.eq(g1_v), gp.eq(g1p)]
+        with m.If(g1_load):
+            m.d.sync += [g1_v.eq(gsk.o.valid), g1p.eq(go)]
         g_blocked = s_pending.bit_select(gp.bank, 1)     # (pending or running: see above)
         g_base = Signal()
         m.d.comb += g_base.eq(g2_v & front_ok & ~replay_busy & ~g_blocked)
@@ -999,7 +1031,7 @@ class GatherScatterDMA(wiring.Component):
         m.d.comb += [r_gath.eq(g_base & ~hit_any),
                      gather_take.eq(g_base & (hit_any | g_gath)),
                      g2_load.eq(~g2_v | gather_take | (error & ~rst_pending)),
-                     gsk.o.ready.eq(g2_load)]
+                     g1_load.eq(~g1_v | g2_load), gsk.o.ready.eq(g1_load)]
         g_pos = Cat(gp.index, gp.bank)
         # the log write is registered (`lw_*`) and reaches the RAM a cycle after the take:
         # its enable is then a flip-flop, not the take decision, on a net that spans the
@@ -1028,7 +1060,8 @@ class GatherScatterDMA(wiring.Component):
             m.d.comb += [app_en.eq(1), app_q.eq(_lowest(hits, B)), app_pos.eq(g_pos)]
             m.d.sync += stats["deferred"].eq(stats["deferred"] + 1)
 
-        m.d.comb += g_held.eq(Cat((g2_v & (gp.bank == b)) | (gsk.o.valid & (go.bank == b))
+        m.d.comb += g_held.eq(Cat((g2_v & (gp.bank == b)) | (g1_v & (g1p.bank == b))
+                                  | (gsk.o.valid & (go.bank == b))
                                   | (gsk.s_valid & (gsk.s_payload.bank == b))
                                   for b in range(B)))
 
@@ -1367,7 +1400,8 @@ class GatherScatterDMA(wiring.Component):
         # --- status -----------------------------------------------------------------------------
         m.d.comb += quiescent.eq((in_use == 0) & ~ar_valid & ~aw_valid & (b_fifo.level == 0)
                                  & ~r1_v & (e_state != 2) & (e_state != 3))
-        work = (j1_v | j2_v | j3_v | jsk.o.valid | psk.o.valid | gsk.o.valid | g2_v | rj_v
+        work = (j1_v | j2_v | j3_v | jsk.o.valid | psk.o.valid | gsk.o.valid | g1_v | g2_v
+                | rj_v
                 | wr_v
                 | (row_fifo.level != 0) | s_pending.any()
                 | (s_state != 0) | e_pending | (e_state != 0) | rp_busy_state)

@@ -66,6 +66,10 @@ class PopularityEngine(wiring.Component):
         Host writes the CAM rejected.
     busy : Out(1)
         A counter sweep, a CAM clear or an install is running.
+    cam_busy : Out(1)
+        A CAM clear or an install is running (the CAM's contents are changing; lookups must
+        wait). It rises only the cycle after ``cam_clear`` / ``install_start`` (or with the
+        reset): a registered copy, taken with ``init=1``, stays high whenever it is.
     """
 
     def __init__(self, cfg):
@@ -100,6 +104,7 @@ class PopularityEngine(wiring.Component):
             "cam_clear": In(1),
             "write_rejected": Out(32),
             "busy": Out(1),
+            "cam_busy": Out(1),
         })
 
     def elaborate(self, platform):
@@ -152,5 +157,6 @@ class PopularityEngine(wiring.Component):
             self.result_slot.eq(cam.result_slot),
             self.write_rejected.eq(cam.write_rejected),
             self.busy.eq(ctr.busy | ins.busy | cam.busy),
+            self.cam_busy.eq(ins.busy | cam.busy),
         ]
         return m

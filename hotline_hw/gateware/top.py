@@ -185,13 +185,22 @@ class HotlineAccelerator(wiring.Component):
         ]
 
         # ---- fragmenter <-> CAM, outputs ---------------------------------------------------
+        # The fragmenter holds its input while the CAM changes (a clear or an install), seen
+        # through a register (init 1, like the CAM's own busy after reset), so the install
+        # FSM's state decode does not reach the fragmenter's input stage in the same cycle.
+        # Exact enough: the register is high whenever `pop.cam_busy` is, since that rises
+        # only the cycle after a `cam_clear` / `install_start` pulse, which the control FSM
+        # sends outside TRAIN mode, the only mode in which the fragmenter gets lookups
+        # (falling a cycle late costs one cycle). Counter sweeps (`pop.busy`) do not touch the CAM.
+        frag_cam_busy = Signal(init=1)
+        m.d.sync += frag_cam_busy.eq(pop.cam_busy)
         m.d.comb += [
             pop.lookup_valid.eq(frag.cam_lookup_valid),
             pop.lookup_keys.eq(frag.cam_lookup_keys),
             frag.cam_result_valid.eq(pop.result_valid),
             frag.cam_result_hit.eq(pop.result_hit),
             frag.cam_result_slot.eq(pop.result_slot),
-            frag.cam_busy.eq(pop.busy),
+            frag.cam_busy.eq(frag_cam_busy),
         ]
         sid_bits, lb = 8 * geo["sid_bytes"], 8 * geo["lookup_bytes"]
         for port, out in ((frag.popular, self.m_axis_popular),
@@ -259,6 +268,12 @@ class HotlineAccelerator(wiring.Component):
             with m.If(soft):                # state, so it wins over the state's own m.next)
                 m.next = "IDLE"
 
+        # LEARN's counter clear starts from a register, in the cycle the mode becomes LEARN
+        # (the command decode does not reach the counter array's control in one cycle). The
+        # counters take no lookup in their `start` cycle, so none is counted before the clear.
+        learn_go = Signal()
+        m.d.sync += learn_go.eq(0)
+        m.d.comb += pop.learn_start.eq(learn_go)
         with m.FSM(name="ctl") as ctl:
             with m.State("IDLE"):
                 with m.If(cmd_stb):
@@ -266,9 +281,9 @@ class HotlineAccelerator(wiring.Component):
                         with m.Case(CMD["NOP"]):
                             pass
                         with m.Case(CMD["LEARN"]):
-                            m.d.sync += mode.eq(MODE["LEARN"])
-                            m.d.comb += [pop.learn_start.eq(reg("CTRL", "clear")),
-                                         cmd_done.eq(1)]
+                            m.d.sync += [mode.eq(MODE["LEARN"]),
+                                         learn_go.eq(reg("CTRL", "clear"))]
+                            m.d.comb += cmd_done.eq(1)
                         with m.Case(CMD["TRAIN"]):
                             m.d.sync += mode.eq(MODE["TRAIN"])
                             m.d.comb += cmd_done.eq(1)
@@ -409,7 +424,7 @@ class HotlineAccelerator(wiring.Component):
         dma_err_q = Signal()
         m.d.sync += dma_err_q.eq(dma.error)
         busy = Signal()
-        m.d.comb += busy.eq(~ctl.ongoing("IDLE") | dma.busy | frag.busy | pop.busy)
+        m.d.comb += busy.eq(~ctl.ongoing("IDLE") | dma.busy | frag.busy | pop.busy | learn_go)
         # STATUS.busy from registers (the units' busy terms do not reach the read
         # multiplexer): `busy` a cycle late, or'ed with the command taken that cycle, so that
         # a read sampled the cycle after a command is taken (the earliest a read after the

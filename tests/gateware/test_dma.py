@@ -710,45 +710,57 @@ def test_hazard_after_soft_resets():
 
 
 @pytest.mark.parametrize("entries", [None, 8192])
-def test_hazard_back_to_back_same_key(entries):
-    """Gathers of one key into bank 1 and then bank 0 on consecutive cycles of the stream:
-    the bank-0 item's filter entry is read in the cycle the bank-1 item is written, so only
-    the forwarding makes it hit. The keys have distinct filter entries, so no bank-1 gather
-    is deferred behind bank 0 (which would wait for a scatter the script does not send
-    first) and exactly the bank-0 gathers are deferred. With 8192 entries (ulx3s's) the
-    filter memory is four column slices of 2 bits, each half a bank's generation tag
+@pytest.mark.parametrize("gap", [1, 2, 3, 4])
+@pytest.mark.parametrize("stall", [False, True])
+def test_hazard_back_to_back_same_key(entries, gap, stall):
+    """Gathers of one key into bank 1 and then, ``gap`` items later in the stream (the items
+    between are bank-1 gathers of other keys), into bank 0: the bank-0 item's filter entry is
+    read, or is in a register on its way to the check, in the cycle the bank-1 item writes it
+    (gap 1: the bank-0 item is in the check stage G1; 2: in the buffer's output register G0;
+    3: its entry is being read; 4: just ahead of that), so only the forwarding makes it hit.
+    ``stall``: the memory's ready/valid drop at random, so the gathers also wait in G2 and the
+    stages behind it hold their words and masks. All keys have distinct filter entries, so
+    no bank-1 gather is deferred behind bank 0 (which would wait for a scatter the script does
+    not send first) and exactly the bank-0 gathers are deferred. With 8192 entries (ulx3s's)
+    the filter memory is four column slices of 2 bits, each half a bank's generation tag
     (``dma.filter_slices``)."""
     cfg = TINY
     params = make_params(cfg)
-    rng = random.Random(13)
+    rng = random.Random(13 + gap)
     n = cfg.staging_rows
+    m = n // gap                       # keys shared by the banks
     dma_kw = {} if entries is None else {"filter_entries": entries}
     fb = exact_log2(dma_geometry(cfg, **dma_kw).filter_entries)
     by_hash = {}
     for k in keys_of(cfg, rng, 8 * n):
         by_hash.setdefault(h3(k, SEED_DMA_FILTER, cfg.key_bits, fb), k)
-    ks = list(by_hash.values())[:n]
-    assert len(ks) == n
+    ks = list(by_hash.values())[:n + m]
+    assert len(ks) == n + m
+    shared, others = ks[:m], iter(ks[m:])
+    b1 = []                             # bank 1's entries (key, index), in stream order
     script = []
-    for i, k in enumerate(ks):
-        script += [("gather", 1, [(k, i)]), ("gather", 0, [(k, i)])]
+    for i, k in enumerate(shared):
+        group = [(k, len(b1))] + [(next(others), len(b1) + j) for j in range(1, gap)]
+        b1 += group
+        script += [("gather", 1, group), ("gather", 0, [(k, i)])]
     # bank 1's copies are updated before its scatter: a bank-0 gather not deferred would
     # stage the stale host row
-    tail = [("wait_gathers", 1), ("gpu", [params.staging_addr(1, i) for i in range(n)], 7),
+    tail = [("wait_gathers", 1), ("gpu", [params.staging_addr(1, i) for i in range(len(b1))], 7),
             ("scatter", 1), ("wait_gathers", 0), ("wait_idle",),
-            ("gpu", [params.staging_addr(0, i) for i in range(n)], 5),
+            ("gpu", [params.staging_addr(0, i) for i in range(m)], 5),
             ("scatter", 0), ("wait_idle",)]
     # the reference takes a bank's entries in one step (the deferral is the same)
-    ref_script = [("gather", 1, list(zip(ks, range(n)))),
-                  ("gather", 0, list(zip(ks, range(n))))] + tail
+    ref_script = [("gather", 1, b1), ("gather", 0, list(zip(shared, range(m))))] + tail
     ref_mem, dut_mem = SparseMemory(), SparseMemory()
     fill_memory(ref_mem, cfg, params, seed=1)
     fill_memory(dut_mem, cfg, params, seed=1)
     DmaRef(cfg, params, ref_mem).run(ref_script)
-    _, st = run_script(cfg, params, dut_mem, script + tail, seed=3, idle=0.0, latency=1,
-                       max_latency=4, dma_kw=dma_kw)
+    axi_kw = ({"latency": 2, "max_latency": 9, "ready": 0.5, "rvalid": 0.6} if stall
+              else {"latency": 1, "max_latency": 4})
+    _, st = run_script(cfg, params, dut_mem, script + tail, seed=3 + gap, idle=0.0,
+                       dma_kw=dma_kw, **axi_kw)
     assert dut_mem == ref_mem, f"memory differs (addr, dut, ref): {dut_mem.diff(ref_mem)}"
-    assert st["stat_deferred"] == n
+    assert st["stat_deferred"] == m
 
 
 @pytest.mark.parametrize("seed", range(4))

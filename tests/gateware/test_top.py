@@ -300,3 +300,74 @@ def test_clear_stats_and_soft_reset():
     h.run(main)
     assert h.got["popular"][mark["popular"]:] == want_p
     assert h.got["nonpopular"][mark["nonpopular"]:] == want_n
+
+
+def test_lookups_wait_for_the_cam_sweep_after_reset():
+    """After a reset the CAM sweeps its sets (block RAM keeps its contents through a reset,
+    see ``cam.py``): a TRAIN mini-batch begun at once is held at the input (``tready`` low)
+    until the sweep is over, through the fragmenter's registered copy of the CAM's busy
+    (``top.py``: ``frag_cam_busy``). 512 sets, one swept per cycle: the first beat may be
+    taken no earlier than cycle 512, though TRAIN is set within 30 cycles."""
+    cfg = preset("tiny", lanes=2, staging_rows=16, dedup_sets=16, dedup_ways=2,
+                 cam_kind="hash", cam_entries=1024, cam_ways=2)
+    tr, keys, loff, soff, params, hw_mem = tiny_trace(cfg, batches=1, seed=7)
+    h = TopHarness(cfg, hw_mem, seed=3)
+    seen = {}
+
+    async def main(ctx):
+        drv = h.driver(ctx)
+        await drv.train()
+        assert (await drv.read_field("STATUS", "mode")) == 2
+        seen["train_at"] = h.cycle
+        await h.send_beats(ctx, frame_lookup_beats(tr.samples_of_batch(0, cfg), cfg.lanes)[:1])
+        seen["taken_at"] = h.cycle
+
+    async def clock(ctx):
+        h.cycle = 0
+        async for _ in ctx.tick():
+            h.cycle += 1
+
+    sim = Simulator(h.dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(h.axi_mem.run, background=True)
+    sim.add_testbench(clock, background=True)
+    sim.add_testbench(main)
+    sim.run()
+    assert seen["train_at"] < 100, seen
+    assert seen["taken_at"] >= cfg.cam_entries // cfg.cam_ways, seen
+
+
+def test_learn_clear_restarts_the_counters():
+    """LEARN with ``clear`` zeroes the counter array and STAT_LEARNED_LOOKUPS (the clear
+    starts from a register in the cycle the mode becomes LEARN, and ``STATUS.busy`` covers
+    that cycle); LEARN without ``clear`` keeps them."""
+    cfg = preset("tiny", lanes=2, staging_rows=16, dedup_sets=16, dedup_ways=2)
+    tr, keys, loff, soff, params, hw_mem = tiny_trace(cfg, batches=1, seed=8)
+    beats = frame_lookup_beats(tr.samples_of_batch(0, cfg), cfg.lanes)
+    h = TopHarness(cfg, hw_mem, seed=4)
+
+    async def main(ctx):
+        drv = h.driver(ctx)
+        await ctx.tick().repeat(30)
+        await drv.configure(params)
+
+        async def learned():
+            return (await drv.stats())["learned_lookups"]
+
+        await drv.learn(clear=True)
+        await drv.wait_idle(timeout=60)
+        await h.send_beats(ctx, beats)
+        await drv.stop()
+        await drv.wait_idle(timeout=60)
+        n = await learned()
+        assert n > 0
+        await drv.learn(clear=False)
+        await drv.stop()
+        await drv.wait_idle(timeout=60)
+        assert await learned() == n
+        await drv.learn(clear=True)
+        assert (await drv.read_field("STATUS", "busy")) == 1
+        await drv.wait_idle(timeout=60)
+        assert await learned() == 0
+
+    h.run(main)
