@@ -19,7 +19,7 @@ from golden.params import layout
 from hotline_hw.config import preset
 from hotline_hw.driver import AsyncHotlineDriver
 from hotline_hw.gateware.registers import axil_read, axil_write
-from hotline_hw.gateware.top import HotlineAccelerator, stream_geometry
+from hotline_hw.gateware.top import MODE, HotlineAccelerator, stream_geometry
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_dma import AxiMemModel  # noqa: E402
@@ -106,12 +106,19 @@ class TopHarness:
 
         return AsyncHotlineDriver(rd, wr, self.cfg)
 
+    async def count_cycles(self, ctx):
+        """Background testbench: :attr:`cycle` counts the clock edges since the start."""
+        self.cycle = 0
+        async for _ in ctx.tick():
+            self.cycle += 1
+
     def run(self, main):
         sim = Simulator(self.dut)
         sim.add_clock(1e-8)
         sim.add_testbench(self.axi_mem.run, background=True)
         sim.add_testbench(self.sink("popular"), background=True)
         sim.add_testbench(self.sink("nonpopular"), background=True)
+        sim.add_testbench(self.count_cycles, background=True)
         sim.add_testbench(main)
         sim.run()
         assert not self.axi_mem.violations, self.axi_mem.violations
@@ -317,28 +324,18 @@ def test_lookups_wait_for_the_cam_sweep_after_reset():
     async def main(ctx):
         drv = h.driver(ctx)
         await drv.train()
-        assert (await drv.read_field("STATUS", "mode")) == 2
+        assert (await drv.read_field("STATUS", "mode")) == MODE["TRAIN"]
         seen["train_at"] = h.cycle
         await h.send_beats(ctx, frame_lookup_beats(tr.samples_of_batch(0, cfg), cfg.lanes)[:1])
         seen["taken_at"] = h.cycle
 
-    async def clock(ctx):
-        h.cycle = 0
-        async for _ in ctx.tick():
-            h.cycle += 1
-
-    sim = Simulator(h.dut)
-    sim.add_clock(1e-8)
-    sim.add_testbench(h.axi_mem.run, background=True)
-    sim.add_testbench(clock, background=True)
-    sim.add_testbench(main)
-    sim.run()
+    h.run(main)
     assert seen["train_at"] < 100, seen
     assert seen["taken_at"] >= cfg.cam_entries // cfg.cam_ways, seen
 
 
 def test_learn_clear_restarts_the_counters():
-    """LEARN with ``clear`` zeroes the counter array and STAT_LEARNED_LOOKUPS (the clear
+    """LEARN with ``clear`` zeroes STAT_LEARNED_LOOKUPS with the counter array (the clear
     starts from a register in the cycle the mode becomes LEARN, and ``STATUS.busy`` covers
     that cycle); LEARN without ``clear`` keeps them."""
     cfg = preset("tiny", lanes=2, staging_rows=16, dedup_sets=16, dedup_ways=2)
