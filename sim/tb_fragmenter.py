@@ -51,13 +51,14 @@ LINT_WAIVERS = (
     # Amaranth keeps a named wire for every named Signal and struct view (queue entries and
     # pointers `b<N>_in_*`, `b<N>_res_*`, `b<N>_wq_*`, per-lane intermediates `d_*`, `r_*`,
     # `pos<N>`, the resolver's `t`/`diff`, SyncFIFO internals, a de-dup bank's registered
-    # table word `w1_word` behind its write port); the logic reads the nets that
-    # drive them, so the alias wire is read by nothing.
+    # table word `w1_word` behind its write port, the retire stage's `take` = the beat
+    # FIFO's `r_en`); the logic reads the nets that drive them, so the alias wire is read
+    # by nothing.
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(b\d+_(in|res|wq)_\w+|b\d+_batch_start|"
            r"[dr]_(need|rank|idx|nnew|rn|op)\d+|pos\d+|t|idx|diff|scount_next|w_data|w_en|r_en|r_rdy|"
            r"r_data|r_level|w_level|level|produce|consume|ev_minibatch|cam_lookup_keys|"
            r"cam_lookup_valid|lookup_keys|result_valid|result_slot|result_hit|resp|"
-           r"resp_valid|port_free|clear|busy|s\d+_set\d+|w1_word)(\$\d+)?'$", instance=_FRAG,
+           r"resp_valid|port_free|clear|busy|s\d+_set\d+|w1_word|take)(\$\d+)?'$", instance=_FRAG,
            reason="alias wires of named signals, read through their driving nets"),
     # Operands of +, -, <, > narrower than the operation (queue pointers plus counts,
     # ordinals minus `drained`): every signal of the unit is unsigned, and Verilog

@@ -391,6 +391,15 @@ class MiniBatchFragmenter(wiring.Component):
         beat_depth = _pow2_at_least(max(16, 2 * L + 8))
         m.submodules.beatf = beatf = SyncFIFOBuffered(width=beat_layout.size, depth=beat_depth)
         sbuf_depth = _pow2_at_least(2 * -(-msl // L) + 16)
+        # The verdict FIFO never fills, so dispatch does not read its level (timing: its
+        # level compare and adder were the longest path on the ulx3s). A sample's verdict
+        # waits from its push until its last beat (``user``) is emitted, and a sample's beats
+        # are emitted only once every earlier sample's are. So each waiting verdict has a
+        # beat of its own sample in the beat FIFO (at most beat_depth - 1: `bf_room`), the
+        # retire register ``rp_*`` or the sample buffer (at most sbuf_depth - 1: `sb_room`):
+        # its last beat, or, for the open sample, the beat that pushed it, unless every
+        # earlier sample has left. At most beat_depth + sbuf_depth - 1 wait (reached:
+        # test_verdicts_of_a_full_unit fails with one entry less); one to spare.
         m.submodules.verdf = verdf = SyncFIFOBuffered(width=1, depth=beat_depth + sbuf_depth)
 
         banks = []
@@ -491,12 +500,19 @@ class MiniBatchFragmenter(wiring.Component):
         with m.If(start_now):
             m.d.sync += started.eq(1)
 
-        m.d.comb += dispatch.eq(d0_valid & beatf.w_rdy & verdf.w_rdy & bank_ok
-                                & (~dm.first | started))
+        # room in the beat FIFO as a register (`_room_reg`: one entry short of `w_rdy`), and
+        # the verdict pushed a cycle after dispatch from the registers `vq_*` (timing:
+        # `dispatch`, which fans out to every de-dup bank's queue, then starts at flip-flops
+        # and drives neither FIFO's level compare nor the verdict FIFO's level adder). The
+        # late push is harmless: the beat that pushed it cannot reach emit in one cycle.
+        bf_room = _room_reg(m, beatf, beat_depth, dispatch, "bf_room")
+        m.d.comb += dispatch.eq(d0_valid & bf_room & bank_ok & (~dm.first | started))
         with m.If(dispatch & dm.first):
             m.d.sync += started.eq(0)
-        m.d.comb += [beatf.w_en.eq(dispatch), verdf.w_en.eq(dispatch & v_push),
-                     verdf.w_data.eq(v_np)]
+        vq_en = Signal()
+        vq_np = Signal(reset_less=True)
+        m.d.sync += [vq_en.eq(dispatch & v_push), vq_np.eq(v_np)]
+        m.d.comb += [beatf.w_en.eq(dispatch), verdf.w_en.eq(vq_en), verdf.w_data.eq(vq_np)]
         for b, bank in enumerate(banks):
             m.d.comb += [bank.in_q.push_n.eq(d_need[b]), bank.in_q.push_en.eq(dispatch)]
             for i in range(L):
@@ -805,7 +821,7 @@ class MiniBatchFragmenter(wiring.Component):
         with m.If((emit | emit_end) & eb.last):
             m.d.sync += term_pending.eq(1)
         m.d.comb += retire_idle.eq(~beatf.r_rdy & ~term_pending & ~sbuf.r_rdy
-                                   & (sbuf.level == 0) & ~verdf.r_rdy)
+                                   & (sbuf.level == 0) & ~verdf.r_rdy & ~vq_en)
         term = Signal(out_layout)
         m.d.comb += term.last.eq(1)
         do_term = Signal()
