@@ -513,9 +513,18 @@ class GatherScatterDMA(wiring.Component):
         row_beats = Signal(beat_bits)
         m.d.comb += row_beats.eq(self.row_bytes >> lbb)
 
+        # `halt` again as one flip-flop of its own for the job sources (timing: `error` ->
+        # the `halt` OR -> G2's take -> the gather skid buffer's enable was the `ulx3s`'s
+        # slowest path). Equal to `halt` in every cycle: its next value is `halt_now` (halt,
+        # or an error response seen now: `error` next) or a soft reset request; at the core's
+        # reset `error` clears and `rst_pending` keeps only a new request. (Outside the
+        # soft-reset domain, like `rst_pending`; `halt_now` is assigned below.)
+        halt_now = Signal()
+        halt_q = Signal()
+        top.d.sync += halt_q.eq(Mux(do_reset, self.soft_reset, halt_now | self.soft_reset))
         front_ok = Signal()          # sources may start new jobs
         s_complete = Signal()        # a scatter completes this cycle
-        m.d.comb += front_ok.eq(~halt & ~perr & ~s_complete)
+        m.d.comb += front_ok.eq(~halt_q & ~perr & ~s_complete)
 
         # --- bookkeeping counters ------------------------------------------------------------
         gath_inflight = Array(Signal(cnt_bits, name=f"gath_inflight{b}") for b in range(B))
@@ -1163,8 +1172,7 @@ class GatherScatterDMA(wiring.Component):
         ar_ok = Signal()
         ar_last = Signal()
         # stop at once when an error response is seen (the R beat in its register, the B
-        # response in its handshake cycle), before `error` itself is set
-        halt_now = Signal()
+        # response in its handshake cycle), before `error` itself is set (`halt_now`)
         m.d.comb += [
             ar_ok.eq(rj_v & (~ar_valid | axi.arready) & (in_use < N)
                      & buf_fits & ~halt_now),
@@ -1184,12 +1192,23 @@ class GatherScatterDMA(wiring.Component):
         nroom, nlen, nfin = after_burst(ar_room, rj_left)
         jo = jsk.o.payload
         jroom, jlen, jfin = jo.rd.room, jo.rd.len, jo.rd.fin
+        # The tag's entry is written a cycle after its AR is issued, from registers (`al_*`;
+        # timing: `ar_ok`, late and wide-spread, no longer drives the enables of every tag's
+        # entry). Nothing reads it sooner: the burst's first R beat is registered (r1) two
+        # cycles after the AR handshake at the earliest, itself at least a cycle after
+        # ar_ok (and `t_done` / `t_err` of a free tag are already 0, cleared at its retire).
+        al_v = Signal()
+        al_tag = Signal(tb_, reset_less=True)
+        al_ptr = Signal(db, reset_less=True)
+        al_len = Signal(8, reset_less=True)
+        m.d.sync += [al_v.eq(ar_ok), al_tag.eq(ip), al_ptr.eq(wa[:db]), al_len.eq(ar_len - 1)]
+        with m.If(al_v):
+            m.d.sync += [t_ptr[al_tag].eq(al_ptr), t_len[al_tag].eq(al_len),
+                         t_done[al_tag].eq(0), t_err[al_tag].eq(0)]
         with m.If(ar_ok):
             m.d.sync += [
                 ar_valid.eq(1), axi.araddr.eq(rj_src), axi.arlen.eq(ar_len - 1),
                 axi.arid.eq(ip[:idl] if idl else 0),
-                t_ptr[ip].eq(wa[:db]), t_len[ip].eq(ar_len - 1),
-                t_done[ip].eq(0), t_err[ip].eq(0),
                 wa.eq(wa + ar_len), ip.eq(ip + 1),
             ]
             m.d.sync += [rj_src.eq(nsrc), rj_left.eq(nleft), ar_len.eq(nlen),
