@@ -513,18 +513,27 @@ class GatherScatterDMA(wiring.Component):
         row_beats = Signal(beat_bits)
         m.d.comb += row_beats.eq(self.row_bytes >> lbb)
 
-        # `halt` again as one flip-flop of its own for the job sources (timing: `error` ->
-        # the `halt` OR -> G2's take -> the gather skid buffer's enable was the `ulx3s`'s
-        # slowest path). Equal to `halt` in every cycle: its next value is `halt_now` (halt,
-        # or an error response seen now: `error` next) or a soft reset request; at the core's
-        # reset `error` clears and `rst_pending` keeps only a new request. (Outside the
-        # soft-reset domain, like `rst_pending`; `halt_now` is assigned below.)
+        # `front_ok` (the job sources may start new jobs: no `halt`, no parameter error, no
+        # scatter completing) is a flip-flop of its own, loaded with the next values of the
+        # three (timing: `error` -> the `halt` OR -> G2's take -> the gather skid buffer's
+        # enables, then the scatter state's decode -> the AND -> G2's take, were the `ulx3s`'s
+        # slowest paths). `halt` next is `halt_d`: `halt_now` (halt, or an error response seen
+        # now: `error` next) or a soft reset request; at the core's reset `error` clears and
+        # `rst_pending` keeps only a new request. `s_complete` is the scatter sequencer's
+        # one-hot "complete" state (s_state == 4), entered when `s_fin_d` and cleared by the
+        # core's reset. (Outside the soft-reset domain, like `rst_pending`; `halt_now` and
+        # `s_fin_d` are assigned below.)
         halt_now = Signal()
-        halt_q = Signal()
-        top.d.sync += halt_q.eq(Mux(do_reset, self.soft_reset, halt_now | self.soft_reset))
-        front_ok = Signal()          # sources may start new jobs
-        s_complete = Signal()        # a scatter completes this cycle
-        m.d.comb += front_ok.eq(~halt_q & ~perr & ~s_complete)
+        halt_d = Signal()
+        top.d.comb += halt_d.eq(Mux(do_reset, self.soft_reset, halt_now | self.soft_reset))
+        s_complete = Signal()        # a scatter completes this cycle (a flip-flop)
+        s_fin_d = Signal()           # the sequencer enters "complete" next cycle
+        front_ok = Signal(init=1)
+        top.d.sync += front_ok.eq(~halt_d & ~perr_c & ~(s_fin_d & ~do_reset))
+        # Flip-flops that hold, a cycle early, a value the design could compute: (name,
+        # flip-flop, the value). The amaranth.sim tests check every pair in every cycle; no
+        # logic is built from this list.
+        self.register_copies = [("front_ok", front_ok, ~halt & ~perr & ~s_complete)]
 
         # --- bookkeeping counters ------------------------------------------------------------
         gath_inflight = Array(Signal(cnt_bits, name=f"gath_inflight{b}") for b in range(B))
@@ -822,10 +831,11 @@ class GatherScatterDMA(wiring.Component):
                         m.d.sync += [s_kv.eq(0), s_state.eq(3)]
             with m.Case(3):
                 with m.If(scat_none):
-                    m.d.sync += s_state.eq(4)
+                    m.d.comb += s_fin_d.eq(1)
+                    m.d.sync += [s_state.eq(4), s_complete.eq(1)]
             with m.Case(4):
-                m.d.comb += s_complete.eq(1)
-                m.d.sync += s_state.eq(0)
+                m.d.sync += [s_state.eq(0), s_complete.eq(0)]
+        self.register_copies.append(("s_complete", s_complete, s_state == 4))
         with m.If(s_complete):
             for b in range(B):
                 with m.If(s_bank == b):

@@ -22,6 +22,7 @@ from amaranth.utils import exact_log2
 from hotline_hw.config import preset
 from hotline_hw.gateware.dma import GatherScatterDMA, SEED_DMA_FILTER, dma_geometry
 from hotline_hw.hashing import h3
+from sim.register_copies import watch_register_copies
 from sim.tb_dma import DmaRef, make_params, fill_memory
 
 TINY = preset("tiny")
@@ -285,6 +286,7 @@ def run_script(cfg, params, mem, script, *, seed=0, idle=0.3, max_cycles=30_000,
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
+    watch_register_copies(sim, dut)
     sim.add_testbench(axi.run, background=True)
     sim.add_testbench(cam_port(dut.cam_read_req, dut.cam_read_resp, cam), background=True)
     sim.add_testbench(main)
@@ -575,6 +577,7 @@ def test_param_error_blocks_jobs():
         assert ctx.get(dut.param_error)
     sim = Simulator(dut)
     sim.add_clock(1e-8)
+    watch_register_copies(sim, dut)
     sim.add_testbench(tb)
     sim.run()
     assert mem.snapshot() == snap
@@ -617,11 +620,62 @@ def test_held_requests_count_as_pending():
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
+    watch_register_copies(sim, dut)
     sim.add_testbench(axi.run, background=True)
     sim.add_testbench(tb)
     sim.run()
     assert not axi.violations, axi.violations[:5]
     assert all(n > 5 for n in seen), seen      # busy right after each handshake
+
+
+@pytest.mark.parametrize("offset", range(6))
+def test_soft_reset_as_a_scatter_completes(offset):
+    """A SCATTER of an empty bank runs idle -> wait -> drain -> complete in a few cycles
+    while the core stays quiescent, so a soft reset ``offset`` cycles after the command
+    lands on each of its states (one offset puts the core's reset in the cycle the sequencer
+    enters "complete"). In every cycle the register copies (``front_ok``, ``s_complete``)
+    must equal their values; afterwards a gather must run."""
+    cfg = TINY
+    params = make_params(cfg)
+    mem = SparseMemory()
+    fill_memory(mem, cfg, params, seed=6)
+    dut = GatherScatterDMA(cfg)
+    axi = AxiMemModel(dut.m_axi, mem, cfg.bus_bytes, rng=random.Random(offset), latency=2)
+    key = keys_of(cfg, random.Random(23), 1)[0]
+
+    async def tb(ctx):
+        set_params(ctx, dut, cfg, params)
+        await ctx.tick()
+        for sig, wait in ((dut.scatter_start, offset), (dut.soft_reset, 0)):
+            ctx.set(sig, 1)
+            await ctx.tick()
+            ctx.set(sig, 0)
+            if wait:
+                await ctx.tick().repeat(wait)
+        n = 0
+        while ctx.get(dut.busy):
+            await ctx.tick()
+            n += 1
+            assert n < 100, "soft reset did not finish"
+        assert not ctx.get(dut.scatter_busy) and not ctx.get(dut.cmd_ignored)
+        ctx.set(dut.gather.payload, {"key": key, "bank": 1, "index": 0})
+        ctx.set(dut.gather.valid, 1)
+        await ctx.tick().until(dut.gather.ready)
+        ctx.set(dut.gather.valid, 0)
+        await ctx.tick().repeat(3)
+        while not (ctx.get(dut.gathers_done) >> 1) & 1:
+            await ctx.tick()
+            n += 1
+            assert n < 300, "gather after the soft reset did not finish"
+        assert ctx.get(dut.stat_rows_gathered) == 1
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    watch_register_copies(sim, dut)
+    sim.add_testbench(axi.run, background=True)
+    sim.add_testbench(tb)
+    sim.run()
+    assert not axi.violations, axi.violations[:5]
 
 
 def _generations_script(cfg, params, rng, rounds, *, soft_reset_at=()):

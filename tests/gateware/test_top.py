@@ -20,6 +20,7 @@ from hotline_hw.config import preset
 from hotline_hw.driver import AsyncHotlineDriver
 from hotline_hw.gateware.registers import axil_read, axil_write
 from hotline_hw.gateware.top import MODE, HotlineAccelerator, stream_geometry
+from sim.register_copies import watch_register_copies
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_dma import AxiMemModel  # noqa: E402
@@ -115,6 +116,7 @@ class TopHarness:
     def run(self, main):
         sim = Simulator(self.dut)
         sim.add_clock(1e-8)
+        watch_register_copies(sim, self.dut)
         sim.add_testbench(self.axi_mem.run, background=True)
         sim.add_testbench(self.sink("popular"), background=True)
         sim.add_testbench(self.sink("nonpopular"), background=True)
