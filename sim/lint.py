@@ -64,6 +64,13 @@ GENERATED_WAIVERS = (
     Waiver("PROCASSINIT", reason=
            "Amaranth declares each register with its reset value as initial value "
            "(`reg x = init;`, the FPGA power-up state) and assigns it in `always @(posedge)`."),
+    Waiver("WIDTHEXPAND", r"^Operator \w+ expects \d+ bits on the [LR]HS, but [LR]HS's "
+           r"REPLICATE generates \d+ bits\.$", reason=
+           "An operand built by concatenation (an Amaranth `Cat`, e.g. the groups of "
+           "`gateware.bits.popcount`) narrower than the operation: Amaranth zero-extends it "
+           "explicitly, Yosys drops the constant zero bits when it writes the Verilog, and "
+           "Verilog zero-extends a concatenation (always unsigned) to the same value. "
+           "Signals, slices and truncations are still reported."),
     Waiver("UNUSEDSIGNAL", r"not used: '[^']*[.\[][^']*'", reason=
            "Debug aliases Amaranth emits for each field and element of a data.View "
            "(`\\payload.tag`, `\\keys[3]`): for waveforms only, never read by logic."),

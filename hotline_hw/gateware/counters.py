@@ -24,6 +24,7 @@ from amaranth.utils import ceil_log2, exact_log2
 
 from ..config import HotlineConfig
 from ..hashing import SEED_COUNTER
+from .bits import popcount
 from .hash import h3_expr
 from .memories import COLLISION_ATTR
 
@@ -629,7 +630,7 @@ class AccessCounterArray(wiring.Component):
         new_mask = Signal(lanes)
         m.d.comb += new_mask.eq(Cat(*[p.keep[i] & good[i] for i in range(lanes)])
                                 & Mux(sampled_now, (1 << lanes) - 1, 0))
-        new_count = sum(new_mask[i] for i in range(lanes))
+        new_count = popcount(new_mask[i] for i in range(lanes))
         new_sets = Signal(data.ArrayLayout(set_bits, lanes))
         for i in range(lanes):
             m.d.comb += new_sets[i].eq(h3_expr(p.keys[i], SEED_COUNTER, key_bits, set_bits))

@@ -1306,9 +1306,20 @@ class GatherScatterDMA(wiring.Component):
         aw_last = Signal()
         wr_take = Signal()
         beats_ready = Signal()              # aw_len <= retired beats not claimed by an AW
+        # The write side's own copy of `halt_now`, from its own flip-flop of the R error
+        # (`r_err_w`, equal to r1_v & r1_resp[1]; timing: `halt_now`, from the R stage's
+        # registers, crossed the chip to the AW logic - 4.8 ns of routing on the `ulx3s`'s
+        # path r1_resp -> halt_now -> aw_ok -> the row FIFO's level).
+        b_take = Signal()                   # a B response taken (assigned below)
+        b_bad = axi.bresp[1]
+        r_err_w = Signal()
+        m.d.sync += r_err_w.eq(axi.rvalid & axi.rresp[1])
+        self.register_copies.append(("r_err_w", r_err_w, r1_v & r1_resp[1]))
+        halt_now_w = Signal()
         m.d.comb += [
+            halt_now_w.eq(halt | r_err_w | (b_take & b_bad)),
             aw_ok.eq(wr_v & (~aw_valid | axi.awready) & beats_ready & b_fifo.w_rdy
-                     & wl_fifo.w_rdy & ~halt_now),
+                     & wl_fifo.w_rdy & ~halt_now_w),
             aw_last.eq(aw_ok & aw_fin),
             wr_take.eq(row_fifo.r_rdy & (~wr_v | aw_last) & ~halt),
             row_fifo.r_en.eq(wr_take),
@@ -1386,10 +1397,8 @@ class GatherScatterDMA(wiring.Component):
 
         # B: complete rows
         bout = data.View(b_layout, b_fifo.r_data)
-        b_take = Signal()
         m.d.comb += [axi.bready.eq(b_fifo.r_rdy), b_take.eq(axi.bvalid & b_fifo.r_rdy),
                      b_fifo.r_en.eq(b_take)]
-        b_bad = axi.bresp[1]
         m.d.comb += halt_now.eq(halt | (r1_v & r1_resp[1]) | (b_take & b_bad))
         with m.If(b_take & b_bad & ~error):
             m.d.sync += [error.eq(1), self.error_resp.eq(axi.bresp),

@@ -76,6 +76,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2
 
 from ..hashing import SEED_DEDUP
+from .bits import popcount
 from .cam import PopularityCAM
 from .dedup import KIND_DUP, KIND_FULL, KIND_NEW, BankGeometry, DedupBank
 from .hash import h3_expr
@@ -127,14 +128,6 @@ def gather_layout(cfg):
                               "keys": data.ArrayLayout(cfg.key_bits, cfg.lanes),
                               "indices": data.ArrayLayout(cfg.staging_index_bits, cfg.lanes),
                               "keep": cfg.lanes})
-
-
-def _popcount(bits):
-    bits = list(bits)
-    total = Const(0, 1)
-    for b in bits:
-        total = total + b
-    return total
 
 
 def _pow2_at_least(n):
@@ -306,7 +299,7 @@ class MiniBatchFragmenter(wiring.Component):
             meta = Signal(meta_layout, name=f"meta{sfx}")
             excess, bads = [], []
             for i in range(L):
-                before = _popcount(keep[j] for j in range(i))   # kept lanes before lane i
+                before = popcount(keep[j] for j in range(i))   # kept lanes before lane i
                 bad = named(f"bad{i}", 1,
                             keep[i] & ((p.keys[i] >> cfg.row_bits) >= cfg.num_tables))
                 ex = named(f"excess{i}", 1, keep[i] & (before >= sroom))
@@ -333,7 +326,7 @@ class MiniBatchFragmenter(wiring.Component):
                 meta.has_sample.eq((keep != 0) | user_eff),
                 meta.first.eq(~b_open),
                 meta.sid.eq(sid),
-                meta.bad_n.eq(_popcount(bads)),
+                meta.bad_n.eq(popcount(bads)),
                 meta.long_end.eq(user_eff & (s_long | any_excess)),
                 meta.ferr.eq(ferr),
                 # scount_next > 2**sidb, from scount alone (it saturates at cap): no adder
@@ -341,7 +334,7 @@ class MiniBatchFragmenter(wiring.Component):
                                           | (user_eff & (scount == (1 << sidb))))),
             ]
             # the sample state after this beat
-            cnt = _popcount(keep[i] for i in range(L))
+            cnt = popcount(keep[i] for i in range(L))
             nxt = {
                 "b_open": ~last_in,
                 "scount": Mux(last_in, 0, scount_next),
@@ -438,11 +431,11 @@ class MiniBatchFragmenter(wiring.Component):
             for i in range(L):
                 m.d.sync += [
                     kind[i].eq(f_kind[i]),
-                    rank[i].eq(_popcount(f_miss[j] & (fbank(j) == fbank(i)) for j in range(i))),
+                    rank[i].eq(popcount(f_miss[j] & (fbank(j) == fbank(i)) for j in range(i))),
                 ]
             for b in range(B):
                 m.d.sync += [
-                    d_need[b].eq(_popcount(f_miss[i] & (fbank(i) == b) for i in range(L))),
+                    d_need[b].eq(popcount(f_miss[i] & (fbank(i) == b) for i in range(L))),
                     d_sel[b].eq(Cat(*[f_miss[i] & (fbank(i) == b) for i in range(L)])),
                 ]
         with m.Elif(dispatch):
@@ -663,11 +656,11 @@ class MiniBatchFragmenter(wiring.Component):
             for i in range(L):
                 m.d.sync += [
                     rp_res[i].eq(ares[i]),
-                    rp_pre[i].eq(_popcount(anew[j] for j in range(i))),
-                    rp_rn[i].eq(_popcount(anew[j] & (abank(j) == abank(i)) for j in range(i))),
+                    rp_pre[i].eq(popcount(anew[j] for j in range(i))),
+                    rp_rn[i].eq(popcount(anew[j] & (abank(j) == abank(i)) for j in range(i))),
                 ]
             for b in range(B):
-                m.d.sync += rp_nn[b].eq(_popcount(anew[i] & (abank(i) == b) for i in range(L)))
+                m.d.sync += rp_nn[b].eq(popcount(anew[i] & (abank(i) == b) for i in range(L)))
         with m.Elif(retire):
             m.d.sync += rp_valid.eq(0)
 
@@ -838,7 +831,7 @@ class MiniBatchFragmenter(wiring.Component):
         m.d.comb += [gb.bank.eq(sbank), gb.keep.eq(g_keep),
                      gathf.w_en.eq(retire & (g_keep != 0)), gathf.w_data.eq(gb)]
 
-        n_new = _popcount(new)
+        n_new = popcount(new)
         with m.If(retire):
             with m.If(rb.last):
                 m.d.sync += scount_st.eq(0)
@@ -885,7 +878,7 @@ class MiniBatchFragmenter(wiring.Component):
             m.d.sync += st[n].eq(per_beat[n])
         with m.If(st_valid):
             for n in retire_side:
-                inc = _popcount(st[n][i] for i in range(L)) if n in lane_bits else st[n]
+                inc = popcount(st[n][i] for i in range(L)) if n in lane_bits else st[n]
                 with m.If(st_last):
                     m.d.sync += [pend[n].eq(batch[n] + inc), batch[n].eq(0)]
                 with m.Else():
