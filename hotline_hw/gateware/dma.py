@@ -405,6 +405,11 @@ class GatherScatterDMA(wiring.Component):
         Rows whose last write response (OKAY) arrived, per job kind.
     stat_deferred : ``Out(32)``
         Gathers deferred by the hazard rule (each counted once).
+
+    After elaboration, ``register_copies`` lists ``(name, flip-flop, value)``: flip-flops
+    that hold a value the design could compute, a cycle early for timing (``front_ok``,
+    ``s_complete``, ``r_err_w``). Not hardware: ``sim/register_copies.py`` checks them in
+    the amaranth.sim tests.
     """
 
     def __init__(self, cfg, *, buffer_beats=None, filter_entries=None, filter_gen_bits=4):
