@@ -195,6 +195,21 @@ def set_params(ctx, dut, cfg, params):
     ctx.set(dut.popular_base, params.popular_base)
 
 
+def simulate(dut, tb, axi=None, *background):
+    """Run testbench ``tb`` on ``dut`` with a clock, the register-copy watcher, the AXI
+    memory model ``axi`` (if any, then checked for protocol violations) and the other
+    ``background`` testbenches."""
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    watch_register_copies(sim, dut)
+    for bg in ([axi.run] if axi is not None else []) + list(background):
+        sim.add_testbench(bg, background=True)
+    sim.add_testbench(tb)
+    sim.run()
+    if axi is not None:
+        assert not axi.violations, axi.violations[:5]
+
+
 def run_script(cfg, params, mem, script, *, seed=0, idle=0.3, max_cycles=30_000, dma_kw={},
                **axi_kw):
     """Run ``script`` (see :class:`sim.tb_dma.DmaRef.run`) on the DUT with ``mem``; returns
@@ -284,14 +299,7 @@ def run_script(cfg, params, mem, script, *, seed=0, idle=0.3, max_cycles=30_000,
             status[name] = ctx.get(getattr(dut, name))
         status["log_count"] = [ctx.get(dut.log_count[b]) for b in range(cfg.staging_banks)]
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    watch_register_copies(sim, dut)
-    sim.add_testbench(axi.run, background=True)
-    sim.add_testbench(cam_port(dut.cam_read_req, dut.cam_read_resp, cam), background=True)
-    sim.add_testbench(main)
-    sim.run()
-    assert not axi.violations, axi.violations[:5]
+    simulate(dut, main, axi, cam_port(dut.cam_read_req, dut.cam_read_resp, cam))
     return axi, status
 
 
@@ -575,11 +583,7 @@ def test_param_error_blocks_jobs():
             assert not ctx.get(dut.gather.ready)
             assert not ctx.get(dut.m_axi.arvalid)
         assert ctx.get(dut.param_error)
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    watch_register_copies(sim, dut)
-    sim.add_testbench(tb)
-    sim.run()
+    simulate(dut, tb)
     assert mem.snapshot() == snap
 
 
@@ -618,13 +622,7 @@ def test_held_requests_count_as_pending():
             seen.append(n)
         assert ctx.get(dut.stat_rows_placed) == 1 and ctx.get(dut.stat_rows_gathered) == 1
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    watch_register_copies(sim, dut)
-    sim.add_testbench(axi.run, background=True)
-    sim.add_testbench(tb)
-    sim.run()
-    assert not axi.violations, axi.violations[:5]
+    simulate(dut, tb, axi)
     assert all(n > 5 for n in seen), seen      # busy right after each handshake
 
 
@@ -669,13 +667,7 @@ def test_soft_reset_as_a_scatter_completes(offset):
             assert n < 300, "gather after the soft reset did not finish"
         assert ctx.get(dut.stat_rows_gathered) == 1
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-8)
-    watch_register_copies(sim, dut)
-    sim.add_testbench(axi.run, background=True)
-    sim.add_testbench(tb)
-    sim.run()
-    assert not axi.violations, axi.violations[:5]
+    simulate(dut, tb, axi)
 
 
 def _generations_script(cfg, params, rng, rounds, *, soft_reset_at=()):
