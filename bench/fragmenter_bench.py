@@ -1,8 +1,10 @@
 """Throughput and latency of the mini-batch fragmenter, measured in Verilator.
 
-For lanes 1, 2, 4 and 8 (the ``ulx3s`` preset's CAM, staging and de-dup sizes; 26-bit rows and
-256-lookup samples so that one build serves both traces) it runs ``sim/tb_fragmenter.py``
-with no idle cycles and no backpressure on
+For lanes 1, 2, 4 and 8 (the ``ulx3s`` preset's CAM, staging and de-dup sizes, or with
+``--preset tiny`` the ``tiny`` preset's; in both, the key and sample widths are widened to
+26 tables of 2**26 rows and 256-lookup samples, so that one build serves both traces: a
+tiny design point's throughput is measured on its own memories, not on the ulx3s ones) it
+runs ``sim/tb_fragmenter.py`` with no idle cycles and no backpressure on
 
 * ``kaggle``: Criteo Kaggle-like one-hot samples (26 lookups), and
 * ``dlrmv2``: MLPerf DLRMv2 multi-hot samples (214 lookups),
@@ -19,6 +21,7 @@ run also checks every output record against the golden model.
     .venv/bin/python bench/fragmenter_bench.py            # 4 Verilator builds, ~10 min
     .venv/bin/python bench/fragmenter_bench.py --quick    # lanes 1 and 8 only
     .venv/bin/python bench/fragmenter_bench.py --lanes 16 # 16 lanes (a long Verilator build)
+    .venv/bin/python bench/fragmenter_bench.py --preset tiny --lanes 8 16
 """
 
 import argparse
@@ -42,19 +45,27 @@ CASES = {
 }
 
 
-def config(lanes):
-    return preset("ulx3s", name=f"fragbench-l{lanes}", lanes=lanes, row_bits=26,
+#: The presets whose memory sizes the bench can measure (``--preset``).
+BASES = ("ulx3s", "tiny")
+
+
+def config(lanes, base="ulx3s"):
+    """The measured configuration: ``base`` with ``lanes`` lanes, keys of 26 tables x 2**26
+    rows and 256-lookup samples (the traces' keys and samples; the CAM, counter, staging and
+    de-dup sizes stay the preset's)."""
+    name = f"fragbench-l{lanes}" if base == "ulx3s" else f"fragbench-{base}-l{lanes}"
+    return preset(base, name=name, lanes=lanes, table_bits=5, num_tables=26, row_bits=26,
                   max_sample_lookups=256)
 
 
-def run_case(lanes, workload, batches, batch_size):
+def run_case(lanes, workload, batches, batch_size, base="ulx3s"):
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "report.json"
         env = {"HOTLINE_TB_WORKLOAD": workload, "HOTLINE_TB_BATCHES": str(batches),
                "HOTLINE_TB_BATCH_SIZE": str(batch_size), "HOTLINE_TB_IDLE": "0",
                "HOTLINE_TB_BACKPRESSURE": "0", "HOTLINE_TB_HOLES": "0",
                "HOTLINE_TB_REPORT": str(path)}
-        run_cocotb("fragmenter", config(lanes), sim="verilator",
+        run_cocotb("fragmenter", config(lanes, base), sim="verilator",
                    test_module="sim.tb_fragmenter", extra_env=env, seed=1, timeout_s=3600)
         return json.loads(path.read_text())
 
@@ -64,6 +75,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="lanes 1 and 8 only")
     ap.add_argument("--lanes", type=int, nargs="+", metavar="N", choices=(1, 2, 4, 8, 16),
                     help="these lanes settings instead (1, 2, 4, 8 or 16)")
+    ap.add_argument("--preset", choices=BASES, default="ulx3s",
+                    help="whose CAM, counter, staging and de-dup sizes (default ulx3s)")
     args = ap.parse_args(argv)
     if args.lanes:
         lanes_list = tuple(args.lanes)
@@ -73,7 +86,7 @@ def main(argv=None):
     for lanes in lanes_list:
         for wl, (batches, bs) in CASES.items():
             t = time.time()
-            r = run_case(lanes, wl, batches, bs)
+            r = run_case(lanes, wl, batches, bs, args.preset)
             r["seconds"] = time.time() - t
             rows.append(r)
             print(f"  lanes {lanes} {wl}: done in {r['seconds']:.0f} s", file=sys.stderr)

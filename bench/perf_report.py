@@ -7,7 +7,8 @@
 What it does
 ------------
 1. **Implementation figures** (Fmax, LUT4 / FF / DP16KD / MULT18X18D) of every design point
-   (presets, ``ulx3s`` at lanes 1/2/4/8, ``ulx3s`` with CAM 1024..8192 entries, generic-gate
+   (presets, ``ulx3s`` at lanes 1/2/4/8, ``ulx3s`` with CAM 1024..8192 entries, ``tiny`` at
+   lanes 1/2/4/8/16, generic-gate
    cell counts of ``kaggle`` and ``terabyte``) come from the out-of-context flow
    :mod:`fpga.ooc` **cache** (``build/impl``). Without ``--sweep`` nothing is implemented: a
    point not in the cache is reported as *not in cache*. With ``--sweep`` every point that is
@@ -30,7 +31,9 @@ What it does
    ``build/perf/measurements.json``, else the results store's):
    * Verilog generation time per preset (``export.write(HotlineAccelerator(cfg), ...)``);
    * fragmenter input throughput (effective lookups per cycle) per lanes, Verilator
-     (``bench/fragmenter_bench.py``'s ``run_case``; ``--quick``: lanes 4, short traces);
+     (``bench/fragmenter_bench.py``'s ``run_case``), with the ``ulx3s`` memory sizes (lanes
+     1/2/4/8, for the ``ulx3s`` points) and the ``tiny`` ones (lanes 1/2/4/8/16, for the
+     ``tiny`` points; :data:`FRAG_RUNS`); ``--quick``: ``ulx3s`` lanes 4, short traces;
    * DMA read-channel efficiency at 200 cycles of memory latency (``bench/dma_bench.py``'s
      ``run_case``; ``--quick``: one case, fewer rows);
    * the same fragmenter regression (``sim.tb_fragmenter`` on ``FRAG`` of
@@ -111,9 +114,11 @@ def design_points():
         pts.append(Point(f"ulx3s cam={n}", "cam", cfg, n))
     # tiny places and routes in ~10 min where an ulx3s point takes an hour or more: its lanes
     # sweep gives a routed Fmax for every lanes setting (always placed, even with --synth-only)
-    for lanes in (1, 2, 4, 8):
-        cfg = preset("tiny") if lanes == 2 else preset("tiny", name=f"tiny-lanes{lanes}",
-                                                       lanes=lanes)
+    # (16 lanes: samples of up to 16 lookups, since max_sample_lookups >= lanes)
+    for lanes in (1, 2, 4, 8, 16):
+        cfg = preset("tiny") if lanes == 2 else preset(
+            "tiny", name=f"tiny-lanes{lanes}", lanes=lanes,
+            max_sample_lookups=max(lanes, preset("tiny").max_sample_lookups))
         pts.append(Point(f"tiny lanes={lanes}", "tiny_lanes", cfg, lanes))
     for name in ("kaggle", "terabyte"):
         pts.append(Point(name, "generic", preset(name)))
@@ -529,32 +534,34 @@ def measure_generation(presets, ident=None, log=print):
     return out
 
 
-def measure_fragmenter(lanes_list, cases, log=print):
-    """Per lanes and workload: ``bench/fragmenter_bench.run_case`` in Verilator."""
+def measure_fragmenter(lanes_list, cases, log=print, base="ulx3s"):
+    """Per lanes and workload: ``bench/fragmenter_bench.run_case`` in Verilator, with the
+    memory sizes of preset ``base`` (``ulx3s`` or ``tiny``)."""
     import fragmenter_bench
     from sim import runner
     out = []
     for lanes in lanes_list:
-        b = runner.build("fragmenter", fragmenter_bench.config(lanes), "verilator")
+        b = runner.build("fragmenter", fragmenter_bench.config(lanes, base), "verilator")
         build_s = round(b.seconds, 1) if b.rebuilt else None
         if build_s is not None:
-            log(f"[perf] fragmenter lanes {lanes}: Verilator build {build_s:.0f} s")
+            log(f"[perf] fragmenter {base} lanes {lanes}: Verilator build {build_s:.0f} s")
         for wl, (batches, bs) in cases.items():
             t0 = time.monotonic()
-            r = fragmenter_bench.run_case(lanes, wl, batches, bs)
+            r = fragmenter_bench.run_case(lanes, wl, batches, bs, base)
             lpc = r["lookups"] / r["beats"] * r["beats_per_cycle_mean"]
-            row = {"lanes": lanes, "workload": wl, "batches": batches, "batch_size": bs,
+            row = {"preset": base, "lanes": lanes, "workload": wl, "batches": batches,
+                   "batch_size": bs,
                    "beats": r["beats"], "lookups": r["lookups"],
                    "beats_per_cycle_min": r["beats_per_cycle_min"],
                    "beats_per_cycle_mean": r["beats_per_cycle_mean"],
                    "lookups_per_cycle": lpc,
                    "hit_rate": r["counters"]["hits"] / max(1, r["counters"]["lookups"]),
-                   "config": fragmenter_bench.config(lanes).summary(),
+                   "config": fragmenter_bench.config(lanes, base).summary(),
                    "verilator_build_s": build_s,
                    "seconds": round(time.monotonic() - t0, 1), "measured": _now()}
             out.append(row)
             build_s = None                   # the build belongs to the first case only
-            log(f"[perf] fragmenter lanes {lanes} {wl}: {lpc:.2f} lookups/cycle "
+            log(f"[perf] fragmenter {base} lanes {lanes} {wl}: {lpc:.2f} lookups/cycle "
                 f"({row['seconds']:.0f} s)")
     return out
 
@@ -632,6 +639,29 @@ def _mkey(r, *names):
     return tuple(r[n] for n in names) + (bool(r.get("quick")),)
 
 
+#: The fragmenter measurements of a full run: (preset whose memory sizes, lanes settings),
+#: one per lanes sweep of :func:`design_points` (a point's lookups per cycle are measured
+#: with its own preset's CAM, staging and de-dup sizes)
+FRAG_RUNS = (("ulx3s", (1, 2, 4, 8)), ("tiny", (1, 2, 4, 8, 16)))
+
+
+def _fbase(r):
+    """The preset whose sizes a fragmenter measurement used (rows before 2026-12-03 have no
+    ``preset``: they are all ``ulx3s``)."""
+    return r.get("preset", "ulx3s")
+
+
+def _fkey(r):
+    return (_fbase(r), r["lanes"], r["workload"], bool(r.get("quick")))
+
+
+def measure_base(p):
+    """The fragmenter measurement a design point (a :func:`_pdict` dict) takes its lookups per
+    cycle from: the ``tiny`` preset and its lanes sweep use ``tiny``'s, all others
+    ``ulx3s``'s."""
+    return "tiny" if p["group"] == "tiny_lanes" or p["key"] == "tiny" else "ulx3s"
+
+
 def run_measurements(quick, sweep, prev, ident=None, log=print, save=None):
     """Run the cheap measurements (and the e2e bench with ``sweep``); merge into ``prev``
     (``save(m)`` after each part, so an interrupted run keeps what it measured)."""
@@ -642,16 +672,17 @@ def run_measurements(quick, sweep, prev, ident=None, log=print, save=None):
     save(m)
     import fragmenter_bench
     if quick:
-        lanes, cases = (4,), {"kaggle": (2, 256), "dlrmv2": (2, 32)}
+        runs, cases = (("ulx3s", (4,)),), {"kaggle": (2, 256), "dlrmv2": (2, 32)}
     else:
-        lanes, cases = (1, 2, 4, 8), dict(fragmenter_bench.CASES)
+        runs, cases = FRAG_RUNS, dict(fragmenter_bench.CASES)
     # quick and full measurements are kept side by side (the full one is preferred)
-    frag = {_mkey(r, "lanes", "workload"): r for r in m.get("fragmenter", [])}
-    for r in measure_fragmenter(lanes, cases, log):
-        r["quick"] = quick
-        frag[_mkey(r, "lanes", "workload")] = r
-        m["fragmenter"] = sorted(frag.values(), key=lambda r: _mkey(r, "lanes", "workload"))
-        save(m)
+    frag = {_fkey(r): r for r in m.get("fragmenter", [])}
+    for base, lanes in runs:
+        for r in measure_fragmenter(lanes, cases, log, base):
+            r["quick"] = quick
+            frag[_fkey(r)] = r
+            m["fragmenter"] = sorted(frag.values(), key=_fkey)
+            save(m)
     dcases = ((64, 256),) if quick else ((64, 64), (64, 256), (512, 64), (512, 256))
     dma = {_mkey(r, "row_bytes", "bus_bits"): r for r in m.get("dma", [])}
     for r in measure_dma(dcases, 3000 if quick else 10_000, log):
@@ -689,11 +720,13 @@ def fit_text(res, capacity=CAPACITY):
     return "does not fit (" + (", ".join(over) or res.get("note", "?")) + ")"
 
 
-def lookups_per_cycle(measure, lanes, workload="kaggle"):
-    """The full measurement's figure, else the quick one's, else None."""
+def lookups_per_cycle(measure, lanes, workload="kaggle", base="ulx3s"):
+    """The full measurement's figure, else the quick one's, else None (measured with the
+    memory sizes of preset ``base``)."""
     found = sorted((bool(r.get("quick")), r["lookups_per_cycle"])
                    for r in measure.get("fragmenter", [])
-                   if r["lanes"] == lanes and r["workload"] == workload)
+                   if r["lanes"] == lanes and r["workload"] == workload
+                   and _fbase(r) == base)
     return found[0][1] if found else None
 
 
@@ -724,8 +757,8 @@ def assemble(points, impl, measure):
                    depth=(res or {}).get("depth_levels"),
                    critical=(res or {}).get("critical_path") or {},
                    worst=(res or {}).get("worst_paths") or [])
-        lpc = lookups_per_cycle(measure, p["lanes"], "kaggle")
-        lpc_m = lookups_per_cycle(measure, p["lanes"], "dlrmv2")
+        lpc = lookups_per_cycle(measure, p["lanes"], "kaggle", measure_base(p))
+        lpc_m = lookups_per_cycle(measure, p["lanes"], "dlrmv2", measure_base(p))
         row["lpc"], row["lpc_multi"] = lpc, lpc_m
         row["peak"] = lpc * row["fmax"] * 1e6 if (lpc and row["fmax"]) else None
         row["peak_multi"] = lpc_m * row["fmax"] * 1e6 if (lpc_m and row["fmax"]) else None
@@ -835,23 +868,24 @@ def fragmenter_table(measure):
     fr = measure.get("fragmenter") or []
     if not fr:
         return "_No fragmenter measurement saved yet._"
-    lines = ["| lanes | trace | mini-batches x samples | input beats | hit rate | "
+    lines = ["| sizes of | lanes | trace | mini-batches x samples | input beats | hit rate | "
              "beats/cycle min / mean | effective lookups/cycle | measured |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in fr:
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(fr, key=lambda r: (_fbase(r) != "ulx3s",) + _fkey(r)):
         q = " (quick)" if r.get("quick") else ""
-        lines.append(f"| {r['lanes']} | {r['workload']}{q} | {r['batches']} x {r['batch_size']} | "
+        lines.append(f"| {_fbase(r)} | {r['lanes']} | {r['workload']}{q} | "
+                     f"{r['batches']} x {r['batch_size']} | "
                      f"{r['beats']:,} | {r['hit_rate']:.3f} | {r['beats_per_cycle_min']:.3f} / "
                      f"{r['beats_per_cycle_mean']:.3f} | {r['lookups_per_cycle']:.2f} | "
                      f"{r['measured'][:16].replace('T', ' ')} |")
-    builds = [f"{r['lanes']} lanes {r['verilator_build_s']:.0f} s" for r in fr
+    builds = [f"{_fbase(r)} {r['lanes']} lanes {r['verilator_build_s']:.0f} s" for r in fr
               if r.get("verilator_build_s")]
     if builds:
         lines.append("\nVerilator model builds in this measurement: " + ", ".join(builds)
                      + " (shared 2-core machine).")
-    cfgs = sorted({f"{r['lanes']}: {r['config']}" for r in fr if r.get("config")})
+    cfgs = sorted({f"{_fbase(r)} {r['lanes']}: {r['config']}" for r in fr if r.get("config")})
     if cfgs:
-        lines.append("\nConfigurations (per lanes): " + "; ".join(cfgs) + ".")
+        lines.append("\nConfigurations (sizes of, lanes): " + "; ".join(cfgs) + ".")
     return "\n".join(lines)
 
 
@@ -972,7 +1006,8 @@ def limits_text(rows, measure):
                        f"{best['peak'] / 1e9:.2f} of the 1 G lookups/s target.")
     fr = {}
     for r in sorted(measure.get("fragmenter", []), key=lambda r: not r.get("quick")):
-        fr[(r["lanes"], r["workload"])] = r          # the full measurement wins
+        if _fbase(r) == "ulx3s":                     # (the tiny sizes: in the tables)
+            fr[(r["lanes"], r["workload"])] = r      # the full measurement wins
     for (lanes, wl), r in sorted(fr.items()):
         if wl == "kaggle" and r["lookups_per_cycle"] < 0.95 * lanes:
             beats = -(-26 // lanes)
@@ -985,7 +1020,8 @@ def limits_text(rows, measure):
     multi = [(lanes, r["lookups_per_cycle"]) for (lanes, wl), r in sorted(fr.items())
              if wl == "dlrmv2"]
     if one or multi:
-        out.append("- Clock needed by the lookup path (demand / measured lookups per cycle): "
+        out.append("- Clock needed by the `ulx3s`-size lookup path (demand / measured lookups "
+                   "per cycle): "
                    + "; ".join(
                        [f"140 M one-hot: " + ", ".join(f"{lanes} lanes {DEMAND_ONE_HOT / v / 1e6:.0f}"
                                                        f" MHz" for lanes, v in one)] * bool(one)
@@ -1058,8 +1094,9 @@ def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/
               "", "## Lanes (`tiny`, placed and routed)", "",
               "Placing and routing a `ulx3s`-size point takes an hour or more on this "
               "machine, so the `ulx3s` sweeps may hold synthesis-only results (resources and "
-              "logic depth, no Fmax). `tiny` with 1, 2, 4 and 8 lanes is always placed and "
-              "routed (5-30 min each here): how the routed Fmax and the area move with the lanes.",
+              "logic depth, no Fmax). `tiny` with 1, 2, 4, 8 and 16 lanes is always placed and "
+              "routed (5-90 min each here): how the routed Fmax and the area move with the "
+              "lanes (16 lanes: samples of up to 16 lookups, `max_sample_lookups` >= lanes).",
               "", impl_table(rows, ("tiny_lanes",)),
               "", "## CAM entries (`ulx3s`, 4 lanes)", "", impl_table(rows, ("cam",)),
               "", "## Other cached configurations", "",
@@ -1074,17 +1111,19 @@ def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/
               "26-lookup samples, multi-hot = DLRMv2 214-lookup samples) x Fmax of the design "
               "point. Demand: TorchRec DLRM on 8 A100s, about 140 M lookups/s one-hot and "
               "1.1 G lookups/s multi-hot (WORKLOADS.md). This is the lookup path's peak; end "
-              "to end the DMA can throttle it (below). The lookups per cycle are measured "
-              "on the `ulx3s`-size fragmenter with that many lanes (next table) and used for "
-              "the `tiny` points too: the pipeline's rate depends on the lanes and the sample "
-              "lengths, not on the table sizes, but `tiny` itself buffers samples of at most 8 "
-              "lookups.", "",
+              "to end the DMA can throttle it (below). The lookups per cycle of a point are "
+              "measured on a fragmenter with its lanes and its preset's CAM, staging and "
+              "de-dup sizes (next table: `ulx3s` sizes for the `ulx3s` points, `tiny` sizes "
+              "for the `tiny` ones), with keys and samples widened to take the Criteo traces: "
+              "`tiny` itself buffers samples of at most 8 lookups (16 with 16 lanes), so on "
+              "these traces it would flag long samples, not slow down.", "",
               throughput_table(rows), "",
               "### Fragmenter (`bench/fragmenter_bench.py`)", "",
-              "`fragmenter_bench.config(lanes)`: the `ulx3s` preset's CAM, staging and de-dup "
-              "sizes as of the measurement date, 26-bit rows, 256-lookup samples; the golden "
-              "model learns and installs first, every output record is checked. The same "
-              "lookups/cycle is used for every design point with that many lanes.", "",
+              "`fragmenter_bench.config(lanes, preset)`: that preset's CAM, counter, staging "
+              "and de-dup sizes as of the measurement date, 26 tables of 2^26 rows, "
+              "256-lookup samples; the golden model learns and installs first, every output "
+              "record is checked. A design point takes the lookups/cycle of its lanes and "
+              "preset.", "",
               fragmenter_table(measure), "",
               "### End to end (`bench/e2e_bench.py`)", "", e2e_text(measure), "",
               f"## DMA read efficiency at {LATENCY} cycles of latency (`bench/dma_bench.py`)",

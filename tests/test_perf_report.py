@@ -71,6 +71,10 @@ MEASURE = {
         {"lanes": 4, "workload": "dlrmv2", "batches": 6, "batch_size": 32, "beats": 100,
          "lookups": 395, "beats_per_cycle_min": 0.99, "beats_per_cycle_mean": 1.0,
          "lookups_per_cycle": 3.95, "hit_rate": 0.6, "measured": "2026-11-30T12:00:00"},
+        # with the tiny preset's memory sizes (the tiny points' figure)
+        {"preset": "tiny", "lanes": 4, "workload": "kaggle", "batches": 8, "batch_size": 256,
+         "beats": 100, "lookups": 320, "beats_per_cycle_min": 0.9, "beats_per_cycle_mean": 1.0,
+         "lookups_per_cycle": 3.2, "hit_rate": 0.01, "measured": "2026-12-03T12:00:00"},
     ],
     "dma": [{"row_bytes": 64, "bus_bits": 256, "latency": 200, "rows": 1000, "beats": 2000,
              "cycles": 2262, "efficiency": 0.884, "measured": "2026-11-30T12:00:00"}],
@@ -143,7 +147,7 @@ def test_markdown_and_limits(rows):
     assert "## Lanes (`tiny`, placed and routed)" in md
     assert "`tiny`, lanes 1 -> 4: Fmax 90 -> 70 MHz, LUT4 9,000 -> 20,000." in md
     t4 = next(r for r in rows if r["key"] == "t4")
-    assert t4["peak"] == pytest.approx(t4["lpc"] * 70e6)
+    assert t4["lpc"] == 3.2 and t4["peak"] == pytest.approx(3.2 * 70e6)
     assert f"Highest peak of the `tiny` lanes sweep: t4, {t4['lpc']:.2f} lookups/cycle" in md
 
 
@@ -280,7 +284,11 @@ def test_design_points_cover_the_sweep():
     lanes = sorted(p.x for p in pts if p.group == "lanes")
     cams = sorted(p.x for p in pts if p.group == "cam")
     tiny = sorted(p.x for p in pts if p.group == "tiny_lanes")
-    assert lanes == [1, 2, 4, 8] and cams == [1024, 2048, 4096, 8192] and tiny == [1, 2, 4, 8]
+    assert lanes == [1, 2, 4, 8] and cams == [1024, 2048, 4096, 8192]
+    assert tiny == [1, 2, 4, 8, 16]
+    # 16 lanes need samples of at least 16 lookups; the others keep tiny's 8
+    assert {p.x: p.cfg.max_sample_lookups for p in pts if p.group == "tiny_lanes"} == {
+        1: 8, 2: 8, 4: 8, 8: 8, 16: 16}
     # the 2-lane tiny point is the tiny preset itself
     assert next(p for p in pts if p.group == "tiny_lanes" and p.x == 2).cfg == preset("tiny")
     assert {p.key for p in pts if p.group == "generic"} == {"kaggle", "terabyte"}
@@ -302,6 +310,19 @@ def test_other_cached_configurations_are_listed(tmp_path):
     rows = pr.assemble(pts + extra, dict(impl, **eimpl), {})
     t = pr.impl_table(rows, ("other",))
     assert "ulx3s-custom" in t and "123.0 ‡" in t
+
+
+def test_tiny_points_take_the_tiny_size_measurement(rows):
+    """A tiny point's lookups/cycle come from the fragmenter measured with tiny's memory
+    sizes, never from the ulx3s-size one with the same lanes; none measured -> none shown."""
+    assert _row(rows, "t4")["lpc"] == 3.2 and _row(rows, "l4")["lpc"] == 3.71
+    assert _row(rows, "t4")["lpc_multi"] is None        # ulx3s has a 4-lane dlrmv2 figure
+    assert _row(rows, "t1")["lpc"] is None              # ... and a 1-lane kaggle one
+    assert _row(rows, "tiny")["lpc"] is None            # the tiny preset point too (2 lanes)
+    assert pr.lookups_per_cycle(MEASURE, 4, "kaggle", "tiny") == 3.2
+    assert pr.lookups_per_cycle(MEASURE, 4) == 3.71     # rows without "preset" are ulx3s
+    t = pr.fragmenter_table(MEASURE)
+    assert "| tiny | 4 | kaggle | 8 x 256 |" in t and "| ulx3s | 4 | kaggle | 8 x 256 |" in t
 
 
 def test_full_measurement_preferred_over_quick():
