@@ -22,6 +22,7 @@ run also checks every output record against the golden model.
     .venv/bin/python bench/fragmenter_bench.py --quick    # lanes 1 and 8 only
     .venv/bin/python bench/fragmenter_bench.py --lanes 16 # 16 lanes (a long Verilator build)
     .venv/bin/python bench/fragmenter_bench.py --preset tiny --lanes 8 16
+    .venv/bin/python bench/fragmenter_bench.py --preset tiny --lanes 1 --set dedup_sets=2048
 """
 
 import argparse
@@ -33,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from hotline_hw.config import preset  # noqa: E402
+from hotline_hw.config import ConfigError, HotlineConfig, preset  # noqa: E402
 from sim.runner import run_cocotb  # noqa: E402
 
 CASES = {
@@ -49,23 +50,24 @@ CASES = {
 BASES = ("ulx3s", "tiny")
 
 
-def config(lanes, base="ulx3s"):
+def config(lanes, base="ulx3s", changes=None):
     """The measured configuration: ``base`` with ``lanes`` lanes, keys of 26 tables x 2**26
     rows and 256-lookup samples (the traces' keys and samples; the CAM, counter, staging and
-    de-dup sizes stay the preset's)."""
+    de-dup sizes stay the preset's unless ``changes``, ``{field: value}``, replaces them)."""
     name = f"fragbench-l{lanes}" if base == "ulx3s" else f"fragbench-{base}-l{lanes}"
-    return preset(base, name=name, lanes=lanes, table_bits=5, num_tables=26, row_bits=26,
-                  max_sample_lookups=256)
+    cfg = preset(base, name=name, lanes=lanes, table_bits=5, num_tables=26, row_bits=26,
+                 max_sample_lookups=256)
+    return cfg.replace(name=name + "-set", **changes) if changes else cfg
 
 
-def run_case(lanes, workload, batches, batch_size, base="ulx3s"):
+def run_case(lanes, workload, batches, batch_size, base="ulx3s", changes=None):
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "report.json"
         env = {"HOTLINE_TB_WORKLOAD": workload, "HOTLINE_TB_BATCHES": str(batches),
                "HOTLINE_TB_BATCH_SIZE": str(batch_size), "HOTLINE_TB_IDLE": "0",
                "HOTLINE_TB_BACKPRESSURE": "0", "HOTLINE_TB_HOLES": "0",
                "HOTLINE_TB_REPORT": str(path)}
-        run_cocotb("fragmenter", config(lanes, base), sim="verilator",
+        run_cocotb("fragmenter", config(lanes, base, changes), sim="verilator",
                    test_module="sim.tb_fragmenter", extra_env=env, seed=1, timeout_s=3600)
         return json.loads(path.read_text())
 
@@ -77,7 +79,18 @@ def main(argv=None):
                     help="these lanes settings instead (1, 2, 4, 8 or 16)")
     ap.add_argument("--preset", choices=BASES, default="ulx3s",
                     help="whose CAM, counter, staging and de-dup sizes (default ulx3s)")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="replace a configuration field of the measured design (repeatable), "
+                         "e.g. dedup_sets=2048")
     args = ap.parse_args(argv)
+    try:
+        changes = HotlineConfig.parse_changes(args.set)
+        for lanes in args.lanes or (1,):
+            cfg = config(lanes, args.preset, changes)       # (checked as it is made)
+    except ConfigError as e:
+        ap.exit(2, f"{ap.prog}: error: --set: {e}\n")
+    if changes:
+        print(f"measured with {', '.join(args.set)}: {cfg.summary()}", file=sys.stderr)
     if args.lanes:
         lanes_list = tuple(args.lanes)
     else:
@@ -86,7 +99,7 @@ def main(argv=None):
     for lanes in lanes_list:
         for wl, (batches, bs) in CASES.items():
             t = time.time()
-            r = run_case(lanes, wl, batches, bs, args.preset)
+            r = run_case(lanes, wl, batches, bs, args.preset, changes)
             r["seconds"] = time.time() - t
             rows.append(r)
             print(f"  lanes {lanes} {wl}: done in {r['seconds']:.0f} s", file=sys.stderr)

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from hotline_hw.config import ConfigError, preset, preset_names  # noqa: E402
+from hotline_hw.config import ConfigError, HotlineConfig, preset, preset_names  # noqa: E402
 
 UNITS = {
     "dma": ("hotline_hw.gateware.dma", "GatherScatterDMA"),
@@ -139,6 +139,9 @@ def main(argv=None):
                     help="keep the hierarchy and print each submodule's cells")
     ap.add_argument("--depth", type=int, default=0, metavar="N",
                     help="print the N deepest paths of each (flat) unit (fpga.depth)")
+    ap.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                    help="replace a configuration field of the preset (repeatable), "
+                         "e.g. lanes=16")
     ap.add_argument("--yosys", metavar="BIN", help="Yosys binary")
     ap.add_argument("-o", "--output", default="build/unit_area", metavar="DIR")
     ap.add_argument("--json", action="store_true", help="print the figures as JSON")
@@ -156,11 +159,18 @@ def main(argv=None):
         print(f"bench/unit_area.py: error: --preset {args.preset}: one of "
               f"{', '.join(preset_names())}", file=sys.stderr)
         return 2
+    try:
+        changes = HotlineConfig.parse_changes(args.set)
+        if changes:
+            cfg = cfg.replace(name=cfg.name + "-set", **changes)
+    except ConfigError as e:
+        print(f"bench/unit_area.py: error: --set: {e}", file=sys.stderr)
+        return 2
     yosys = yosys_binary(args.yosys)
     units = args.unit or list(DEFAULT_UNITS)
     results = {}
     for unit in units:
-        d = Path(args.output) / args.preset / unit
+        d = Path(args.output) / cfg.name / unit
         stat, secs, js = synthesise(unit, cfg, d, yosys=yosys, noflatten=args.noflatten,
                                     json_out=bool(args.depth))
         top = f"unit_{unit}"
@@ -175,7 +185,7 @@ def main(argv=None):
         results[unit] = res
         if not args.json:
             t = res["total"]
-            print(f"== {args.preset} / {unit}: " + ", ".join(f"{t[k]} {k}" for k, _ in CELLS
+            print(f"== {cfg.name} / {unit}: " + ", ".join(f"{t[k]} {k}" for k, _ in CELLS
                                                           if t[k]) + f"  (yosys {secs:.0f} s)")
             if args.noflatten:
                 rows = sorted(res["modules"].items(), key=lambda kv: -kv[1]["LUT4"])
@@ -187,7 +197,8 @@ def main(argv=None):
     if args.json:
         for r in results.values():
             r.pop("_paths_text", None)
-        print(json.dumps({"preset": args.preset, "yosys": yosys, "units": results}, indent=2))
+        print(json.dumps({"preset": args.preset, "changes": changes, "yosys": yosys,
+                          "units": results}, indent=2))
     return 0
 
 

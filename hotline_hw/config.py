@@ -349,6 +349,28 @@ class HotlineConfig:
         """``{field name: (type, default, doc)}`` in declaration order."""
         return {f.name: (f.type, f.default, f.metadata.get("doc", "")) for f in fields(cls)}
 
+    @classmethod
+    def parse_changes(cls, items):
+        """``{field: value}`` from ``FIELD=VALUE`` texts (the benches' ``--set``), each value
+        converted to its field's type; raises :class:`ConfigError` naming the field."""
+        docs = cls.field_docs()
+        out = {}
+        for item in items:
+            name, sep, text = item.partition("=")
+            name = name.strip().replace("-", "_")
+            if not sep:
+                raise ConfigError(name, f"{item!r}: expected FIELD=VALUE")
+            if name not in docs:
+                raise ConfigError(name, f"{name}: unknown configuration field")
+            if docs[name][0] in (int, "int"):
+                try:
+                    out[name] = int(text, 0)
+                except ValueError:
+                    raise ConfigError(name, f"{name}: {text!r} is not an integer") from None
+            else:
+                out[name] = text
+        return out
+
     def summary(self):
         """One line with the key figures."""
         return (f"{self.lanes} lanes, {self.num_tables} tables x 2^{self.row_bits} rows, "

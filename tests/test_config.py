@@ -179,3 +179,15 @@ def test_readme_parameter_sections_match_the_code():
         assert doc in section, name
         vals = ", ".join(f"{p} {getattr(c, name)}" for p, c in PRESETS.items())
         assert f"Presets: {vals}." in section, name
+
+
+def test_parse_changes_types_and_errors():
+    """The benches' ``--set FIELD=VALUE``: values take their field's type; a bad item names
+    its field."""
+    assert HotlineConfig.parse_changes(["lanes=16", "dedup-sets=0x800", "cam_kind=hash"]) == {
+        "lanes": 16, "dedup_sets": 2048, "cam_kind": "hash"}
+    assert HotlineConfig.parse_changes([]) == {}
+    for item, field in (("lanes", "lanes"), ("nosuch=1", "nosuch"), ("lanes=x", "lanes")):
+        with pytest.raises(ConfigError) as e:
+            HotlineConfig.parse_changes([item])
+        assert e.value.field == field and field in str(e.value)

@@ -141,7 +141,10 @@ def test_cli_prints_paths(tmp_path):
 
 @pytest.mark.parametrize("args, word", [(["--depth", "-1"], "--depth"),
                                         (["--preset", "nosuch"], "--preset"),
-                                        (["--noflatten", "--depth", "3"], "--depth")])
+                                        (["--noflatten", "--depth", "3"], "--depth"),
+                                        (["--set", "lanes=3"], "lanes"),
+                                        (["--set", "no_such=1"], "no_such"),
+                                        (["--set", "lanes"], "FIELD=VALUE")])
 def test_unit_area_bad_flags_exit_2(args, word):
     r = subprocess.run([sys.executable, "bench/unit_area.py", *args], capture_output=True,
                        text=True, cwd=ROOT)
