@@ -484,7 +484,7 @@ def save_results(impl, measure, store=STORE, log=print):
 def _sweep_yosys():
     """The sweep's Yosys: ``$HOTLINE_YOSYS``, else YoWASP's, the one ``hotline-hw impl``
     uses, so a sweep point and a preset built by hand compare like with like (Debian's Yosys
-    0.23 maps the same ``ulx3s`` to ~15 % more LUT4 than YoWASP's 0.70; 0.70's 4 GB heap,
+    0.23 maps the same ``ulx3s`` to ~22 % more LUT4 than YoWASP's 0.70; 0.70's 4 GB heap,
     too small for the ``ulx3s`` of early versions, now takes it in ~4 min). None: the flow's
     own choice."""
     return None
