@@ -481,15 +481,6 @@ def save_results(impl, measure, store=STORE, log=print):
     return n
 
 
-def _sweep_yosys():
-    """The sweep's Yosys: ``$HOTLINE_YOSYS``, else YoWASP's, the one ``hotline-hw impl``
-    uses, so a sweep point and a preset built by hand compare like with like (Debian's Yosys
-    0.23 maps the same ``ulx3s`` to ~22 % more LUT4 than YoWASP's 0.70; 0.70's 4 GB heap,
-    too small for the ``ulx3s`` of early versions, now takes it in ~4 min). None: the flow's
-    own choice."""
-    return None
-
-
 def _run_point(p, cache_dir, progress, log, synth_only=False):
     from fpga import ooc
     log(f"[perf] implementing {p.key} ({p.cfg.summary()}) ...")
@@ -501,9 +492,12 @@ def _run_point(p, cache_dir, progress, log, synth_only=False):
             r = ooc.generic_cells(p.cfg, yosys=ys, cache_dir=cache_dir, progress=progress)
         else:
             o = IMPL_OPTIONS
+            # the Yosys of `hotline-hw impl` ($HOTLINE_YOSYS, else YoWASP's), so sweep points
+            # and presets built by hand compare like with like: Debian's 0.23 maps the same
+            # `ulx3s` to ~22 % more LUT4 than YoWASP's 0.70
             r = ooc.implement(p.cfg, device=o["device"], package=o["package"], speed=o["speed"],
                               freq_mhz=o["freq_mhz"], cache_dir=cache_dir, progress=progress,
-                              synth_only=synth_only, yosys=_sweep_yosys())
+                              synth_only=synth_only)
     except Exception as e:       # a failed run is reported, the sweep goes on
         log(f"[perf] {p.key} failed: {str(e).splitlines()[0]}")
         return _entry("failed", None, str(e).splitlines()[0])
