@@ -408,7 +408,7 @@ class GatherScatterDMA(wiring.Component):
 
     After elaboration, ``register_copies`` lists ``(name, flip-flop, value)``: flip-flops
     that hold a value the design could compute, a cycle early for timing (``front_ok``,
-    ``s_complete``, ``r_err_w``). Not hardware: ``sim/register_copies.py`` checks them in
+    ``s_complete``, ``r_err_w``, ``g_blocked``). Not hardware: ``sim/register_copies.py`` checks them in
     the amaranth.sim tests.
     """
 
@@ -894,15 +894,18 @@ class GatherScatterDMA(wiring.Component):
 
         # commands
         sb_onehot = (Const(1, B) << self.scatter_bank)[:B]
+        s_pending_n = Signal(B)           # s_pending's next value (for `g_blocked`, below)
+        m.d.comb += s_pending_n.eq(s_pending)
         with m.If(self.scatter_start):
             with m.If(halt | (self.scatter_busy & sb_onehot).any()):
                 m.d.comb += cmd_ign_evt.eq(1)
             with m.Else():
-                m.d.sync += s_pending.eq(s_pending | sb_onehot)
+                m.d.comb += s_pending_n.eq(s_pending | sb_onehot)
         with m.If(s_complete):
             for b in range(B):
                 with m.If(s_bank == b):
-                    m.d.sync += s_pending[b].eq(0)
+                    m.d.comb += s_pending_n[b].eq(0)
+        m.d.sync += s_pending.eq(s_pending_n)
         with m.If(self.evict_start):
             with m.If(halt | e_pending):
                 m.d.comb += cmd_ign_evt.eq(1)
@@ -1047,7 +1050,13 @@ class GatherScatterDMA(wiring.Component):
             m.d.sync += [g2_v.eq(g1_v), gp.eq(g1p)]
         with m.If(g1_load):
             m.d.sync += [g1_v.eq(gsk.o.valid), g1p.eq(go)]
-        g_blocked = s_pending.bit_select(gp.bank, 1)     # (pending or running: see above)
+        # G2's bank has a scatter pending or running (see above): a flip-flop, loaded with the
+        # bit of the bank G2 holds next (timing: the bank select was the first two levels of
+        # the take chain into the gather skid buffer's enables, the ulx3s route's worst path)
+        g_blocked = Signal()
+        m.d.sync += g_blocked.eq(Mux(g2_load, s_pending_n.bit_select(g1p.bank, 1),
+                                     s_pending_n.bit_select(gp.bank, 1)))
+        self.register_copies.append(("g_blocked", g_blocked, s_pending.bit_select(gp.bank, 1)))
         g_base = Signal()
         m.d.comb += g_base.eq(g2_v & front_ok & ~replay_busy & ~g_blocked)
         r_gath = Signal()

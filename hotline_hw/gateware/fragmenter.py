@@ -16,8 +16,9 @@ Pipeline
 2. **CAM** (external, ``cam_*`` ports, ``cam_latency`` cycles, every lane every cycle): the
    results are queued in the **result FIFO**, in step with the meta FIFO.
 3. **Dispatch** (one beat per cycle): a beat's meta and CAM results leave their FIFOs into
-   a register with each lane's kind (``HIT``, ``OVERFLOW``, ``MISS``), each miss's rank among
-   the beat's misses to its de-dup bank and the misses per bank; from there dispatch
+   a register (the output of a two-entry skid buffer) with each lane's kind (``HIT``,
+   ``OVERFLOW``, ``MISS``), each miss's rank among the beat's misses to its de-dup bank and
+   the misses per bank; from there dispatch
    pushes the sample's verdict into the **verdict FIFO** as soon as it is known (at its first
    lookup that is not a hit: non-popular; at its end: popular); pushes each miss into its
    de-dup bank (:mod:`.dedup`, up to ``lanes`` misses a cycle over ``dedup_banks`` banks); and
@@ -35,8 +36,9 @@ Pipeline
    staging index (a prefix count over the beat's lanes), or ``OVERFLOW`` past
    ``staging_rows``; a repeated row takes its first occurrence's index (resolved, or
    forwarded from an earlier lane of the beat or from the last three retired beats); a row
-   whose de-dup set is full leaves as ``OVERFLOW``. The translated beat goes to the output FIFO of its
-   sample's verdict, the beat's newly staged rows to the gather FIFO (one beat, up to
+   whose de-dup set is full leaves as ``OVERFLOW``. The translated beat waits in the sample
+   buffer (then a two-entry skid buffer) for its sample's verdict and goes to the output
+   FIFO of that verdict, the beat's newly staged rows to the gather FIFO (one beat, up to
    ``lanes`` requests; ``gather``'s valid and payload are the FIFO's output registers), and
    the statistics are counted. After a mini-batch's last beat each output gets a terminator
    beat, and the staging bank advances (mini-batch ``n`` since reset uses bank
@@ -56,7 +58,7 @@ the beat retired last, nor resolved by its bank yet waits for its bank's resolve
 four cycles). A popular sample's beats leave once its last beat is dispatched; other
 samples' beats leave as soon as their de-dup results are known. **Latency** from a sample's
 last input beat to its first output beat: at least :attr:`MiniBatchFragmenter.min_latency`
-cycles (``cam_latency + 10``) with no backpressure; it grows only while earlier beats still
+cycles (``cam_latency + 11``) with no backpressure; it grows only while earlier beats still
 wait (a de-dup bank queue, a full output), never unboundedly: nothing waits for a later beat.
 
 Statistics
@@ -222,7 +224,7 @@ class MiniBatchFragmenter(wiring.Component):
     @property
     def min_latency(self):
         """Cycles from a sample's last input beat to its first output beat, no backpressure."""
-        return self.cam_latency + 10
+        return self.cam_latency + 11
 
     def elaborate(self, platform):
         cfg, geo = self.cfg, self.geo
@@ -389,11 +391,12 @@ class MiniBatchFragmenter(wiring.Component):
         # waits from its push until its last beat (``user``) is emitted, and a sample's beats
         # are emitted only once every earlier sample's are. So each waiting verdict has a
         # beat of its own sample in the beat FIFO (at most beat_depth - 1: `bf_room`), the
-        # retire register ``rp_*`` or the sample buffer (at most sbuf_depth - 1: `sb_room`):
-        # its last beat, or, for the open sample, the beat that pushed it, unless every
-        # earlier sample has left. At most beat_depth + sbuf_depth - 1 wait (reached:
-        # test_verdicts_of_a_full_unit fails with one entry less); one to spare.
-        m.submodules.verdf = verdf = SyncFIFOBuffered(width=1, depth=beat_depth + sbuf_depth)
+        # retire register ``rp_*``, the sample buffer (at most sbuf_depth - 1: `sb_room`) or
+        # the emit skid buffer (two, `e0` and `e0s`): its last beat, or, for the open sample,
+        # the beat that pushed it, unless every earlier sample has left. At most
+        # beat_depth + sbuf_depth + 1 wait; one to spare.
+        m.submodules.verdf = verdf = SyncFIFOBuffered(width=1,
+                                                      depth=beat_depth + sbuf_depth + 2)
 
         banks = []
         for b in range(B):
@@ -413,33 +416,48 @@ class MiniBatchFragmenter(wiring.Component):
         def fbank(i):
             return fm.bank[i] if bb else Const(0, 1)
 
-        d0_valid = Signal()
+        # d0 is the output register of a two-entry skid buffer (timing: the FIFOs' read enable
+        # is `~d0s_valid`, a flip-flop, so `dispatch`, which ends a long bank-room compare,
+        # reaches only d0's load enables, not the FIFOs' level adders). The skid register
+        # `d0s_*` takes the beat the FIFOs hand over while d0 is full and does not dispatch.
         # (data registers without reset, here and in the retire stage: each is used only
         # while its valid bit, which resets, says so; they stay off the reset net)
-        d0_meta = Signal(meta_layout, reset_less=True)
-        d0_res = Signal(res_layout, reset_less=True)
-        kind = [Signal(2, name=f"d_kind{i}") for i in range(L)]
-        rank = [Signal(range(L), name=f"d_rank{i}") for i in range(L)]
-        d_need = [Signal(range(L + 1), name=f"d_need{b}") for b in range(B)]
-        d_sel = [Signal(L, name=f"d_sel{b}") for b in range(B)]   # lane i: a miss to bank b
-        d0_load = Signal()
+        d_layout = data.StructLayout({
+            "meta": meta_layout, "res": res_layout,
+            "kind": data.ArrayLayout(2, L), "rank": data.ArrayLayout(range(L), L),
+            "need": data.ArrayLayout(range(L + 1), B), "sel": data.ArrayLayout(L, B)})
+        d_in = Signal(d_layout)
+        m.d.comb += [d_in.meta.eq(fm), d_in.res.eq(fr)]
+        for i in range(L):
+            m.d.comb += [
+                d_in.kind[i].eq(f_kind[i]),
+                d_in.rank[i].eq(popcount(f_miss[j] & (fbank(j) == fbank(i)) for j in range(i))),
+            ]
+        for b in range(B):
+            m.d.comb += [
+                d_in.need[b].eq(popcount(f_miss[i] & (fbank(i) == b) for i in range(L))),
+                d_in.sel[b].eq(Cat(*[f_miss[i] & (fbank(i) == b) for i in range(L)])),
+            ]
+        d_in_valid = Signal()
+        d0_valid = Signal()
+        d0s_valid = Signal()
+        d0 = Signal(d_layout, reset_less=True)
+        d0s = Signal(d_layout, reset_less=True)
         dispatch = Signal()
-        m.d.comb += [d0_load.eq(metaf.r_rdy & resf.r_rdy & (~d0_valid | dispatch)),
-                     metaf.r_en.eq(d0_load), resf.r_en.eq(d0_load)]
-        with m.If(d0_load):
-            m.d.sync += [d0_valid.eq(1), d0_meta.eq(fm), d0_res.eq(fr)]
-            for i in range(L):
-                m.d.sync += [
-                    kind[i].eq(f_kind[i]),
-                    rank[i].eq(popcount(f_miss[j] & (fbank(j) == fbank(i)) for j in range(i))),
-                ]
-            for b in range(B):
-                m.d.sync += [
-                    d_need[b].eq(popcount(f_miss[i] & (fbank(i) == b) for i in range(L))),
-                    d_sel[b].eq(Cat(*[f_miss[i] & (fbank(i) == b) for i in range(L)])),
-                ]
-        with m.Elif(dispatch):
-            m.d.sync += d0_valid.eq(0)
+        d_rd = Signal()                      # the beat at the FIFOs' heads enters d0 or d0s
+        m.d.comb += [d_in_valid.eq(metaf.r_rdy & resf.r_rdy), d_rd.eq(d_in_valid & ~d0s_valid),
+                     metaf.r_en.eq(d_rd), resf.r_en.eq(d_rd)]
+        with m.If(~d0s_valid):
+            m.d.sync += d0s.eq(d_in)
+        with m.If(~d0_valid | dispatch):
+            with m.If(d0s_valid):
+                m.d.sync += [d0.eq(d0s), d0_valid.eq(1), d0s_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [d0.eq(d_in), d0_valid.eq(d_in_valid)]
+        with m.Elif(d_rd):
+            m.d.sync += d0s_valid.eq(1)
+        d0_meta, d0_res = d0.meta, d0.res
+        kind, rank, d_need, d_sel = d0.kind, d0.rank, d0.need, d0.sel
         dm = d0_meta
         dr = d0_res
         miss = [kind[i] == K_MISS for i in range(L)]
@@ -799,21 +817,41 @@ class MiniBatchFragmenter(wiring.Component):
         ]
 
         # ---- emit: a sample's beats leave once its verdict is known --------------------
-        eb = data.View(sb_layout, sbuf.r_data)
+        # The sample buffer's head enters a two-entry skid buffer first (`e0` and its skid
+        # register `e0s`), so emit decides from flip-flops, not from the block RAM's read
+        # data (timing: the RAM's clock-to-out and its route to the verdict FIFO's enables
+        # were the longest path of the 1- and 2-lane ulx3s routes); the buffer reads when
+        # `e0s` is empty, a flip-flop, not on `emit`. One cycle more of latency.
+        e0_valid = Signal()
+        e0s_valid = Signal()
+        e0 = Signal(sb_layout, reset_less=True)
+        e0s = Signal(sb_layout, reset_less=True)
+        e_take = Signal()                    # e0 leaves: emit or emit_end
+        m.d.comb += sbuf.r_en.eq(~e0s_valid)
+        with m.If(~e0s_valid):
+            m.d.sync += e0s.eq(sbuf.r_data)
+        with m.If(~e0_valid | e_take):
+            with m.If(e0s_valid):
+                m.d.sync += [e0.eq(e0s), e0_valid.eq(1), e0s_valid.eq(0)]
+            with m.Else():
+                m.d.sync += [e0.eq(sbuf.r_data), e0_valid.eq(sbuf.r_rdy)]
+        with m.Elif(sbuf.r_rdy & ~e0s_valid):
+            m.d.sync += e0s_valid.eq(1)
+        eb = e0
         r_np = verdf.r_data[0]
         term_pending = Signal()
         out_rdy = Mux(r_np, outn.w_rdy, outp.w_rdy)
         emit = Signal()                      # a beat of a sample leaves
         emit_end = Signal()                  # a record that only ends the mini-batch leaves
         m.d.comb += [
-            emit.eq(sbuf.r_rdy & ~term_pending & eb.has_sample & verdf.r_rdy & out_rdy),
-            emit_end.eq(sbuf.r_rdy & ~term_pending & ~eb.has_sample),
-            sbuf.r_en.eq(emit | emit_end),
+            emit.eq(e0_valid & ~term_pending & eb.has_sample & verdf.r_rdy & out_rdy),
+            emit_end.eq(e0_valid & ~term_pending & ~eb.has_sample),
+            e_take.eq(emit | emit_end),
             verdf.r_en.eq(emit & eb.beat.user),
         ]
-        with m.If((emit | emit_end) & eb.last):
+        with m.If(e_take & eb.last):
             m.d.sync += term_pending.eq(1)
-        m.d.comb += retire_idle.eq(~beatf.r_rdy & ~term_pending & ~sbuf.r_rdy
+        m.d.comb += retire_idle.eq(~beatf.r_rdy & ~term_pending & ~e0_valid & ~sbuf.r_rdy
                                    & (sbuf.level == 0) & ~verdf.r_rdy & ~vq_en)
         term = Signal(out_layout)
         m.d.comb += term.last.eq(1)

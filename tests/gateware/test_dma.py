@@ -427,6 +427,30 @@ def test_gather_into_bank_being_scattered_waits(seed):
     assert st["stat_rows_gathered"] == st["stat_rows_scattered"] == 2 * n
 
 
+@pytest.mark.parametrize("seed", range(2))
+def test_blocked_gather_with_another_bank_behind(seed):
+    """A gather into a bank whose scatter is pending waits in the check register G2 while
+    gathers into the other bank queue behind it (G1, the skid buffer). The blocked flag is
+    a flip-flop loaded with the bit of the bank G2 holds next (``g_blocked``, a register
+    copy); one taken from the bank behind would let the waiting gather through before the
+    scatter has read its slot (a wrong row written back, and the register copy differs)."""
+    cfg = TINY
+    params = make_params(cfg)
+    rng = random.Random(50 + seed)
+    n, k = cfg.staging_rows, 1 + seed       # k gathers into bank 0 ahead of bank 1's
+    ks = keys_of(cfg, rng, 2 * n + k)
+    first, second, other = ks[:n], ks[n:n + k], ks[n + k:]
+    idx = list(range(n))
+    a0 = [params.staging_addr(0, i) for i in idx]
+    a1 = [params.staging_addr(1, i) for i in idx]
+    script = [("gather", 0, list(zip(first, idx))), ("wait_gathers", 0), ("gpu", a0, 7),
+              ("scatter", 0), ("gather", 0, list(zip(second, idx))),
+              ("gather", 1, list(zip(other, idx))), ("wait_gathers", 0), ("wait_gathers", 1),
+              ("gpu", a0[:k] + a1, 3), ("scatter", 0), ("scatter", 1), ("wait_idle",)]
+    _, _, st = check(cfg, params, script, latency=3, max_latency=6, seed=seed, idle=0.0)
+    assert st["stat_rows_gathered"] == st["stat_rows_scattered"] == 2 * n + k
+
+
 def test_wide_row_stride():
     """A row stride of 196,672 bytes (above 16 bits in both halves) and rows up to the
     largest index: the host address is ``row * stride`` made of two partial products."""
