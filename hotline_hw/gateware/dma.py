@@ -408,8 +408,8 @@ class GatherScatterDMA(wiring.Component):
 
     After elaboration, ``register_copies`` lists ``(name, flip-flop, value)``: flip-flops
     that hold a value the design could compute, a cycle early for timing (``front_ok``,
-    ``s_complete``, ``r_err_w``, ``g_blocked``). Not hardware: ``sim/register_copies.py`` checks them in
-    the amaranth.sim tests.
+    ``s_complete``, ``r_err_w``, ``g_blocked``). Not hardware: ``sim/register_copies.py``
+    checks them in the amaranth.sim tests.
     """
 
     def __init__(self, cfg, *, buffer_beats=None, filter_entries=None, filter_gen_bits=4):
