@@ -412,7 +412,7 @@ class DedupBank(Elaboratable):
                 m.d.comb += adv.eq(1)
 
         # --- take_ok: the entries that may leave, for the places after this cycle's pop ----
-        nq = min(geo.res_depth, 2 * L - 1)
+        nq = min(geo.res_depth, 2 * L)      # places k + pop: k < L, pop <= L
         okx = []
         for k in range(nq):
             ek = data.View(rl, res_q.entries[k])

@@ -501,6 +501,32 @@ def test_one_beat_per_cycle(lanes):
     assert rate >= 0.95
 
 
+def test_misses_into_one_bank_one_beat_per_cycle():
+    """One lane, no idle, no backpressure, every lookup a new row of de-dup bank 0: each
+    beat takes the bank's next result right after the beat before took its own, so the
+    bank's `take_ok` must cover the places behind a pop of ``lanes`` results (up to
+    ``2 * lanes - 1``). With one place too few, a beat right behind a beat that took
+    ``lanes`` results of the same bank waited a cycle: here 0.61 beats per cycle, on the
+    kaggle trace 0.93 (bench/fragmenter_bench.py). (With more lanes the case is a beat
+    that takes ``lanes`` results of one bank behind another that did, which the bank's
+    one-miss-per-cycle lookup holds back anyway.)"""
+    lanes = 1
+    cfg = make_cfg(lanes, staging_rows=256, max_sample_lookups=64, dedup_sets=64,
+                   dedup_ways=8)
+    keys = [(t << cfg.row_bits) | r for t in range(3) for r in range(1, 400)]
+    sets = h3_np(np.array(keys, dtype=np.uint64), SEED_DEDUP, cfg.key_bits, cfg.dedup_set_bits)
+    bank0 = [k for k, s in zip(keys, sets) if int(s) % dedup_banks(cfg) == 0][:120 * lanes]
+    assert len(bank0) == 120 * lanes
+    beats = frame_lookup_beats([bank0[i:i + 8 * lanes] for i in range(0, len(bank0),
+                                                                     8 * lanes)], lanes)
+    exp, res = check(cfg, Cam(cfg), [], beats, seed=5, idle=0.0, stall=0.0)
+    assert exp.counters.staged_rows == len(bank0)
+    acc = res["accepted"]
+    span = acc[-1] - acc[0] + 1
+    print(f"lanes={lanes}: {len(beats)} beats in {span} cycles: {len(beats) / span:.3f}")
+    assert len(beats) / span >= 0.98
+
+
 @pytest.mark.parametrize("lanes", [1, 4])
 def test_verdicts_of_a_full_unit(lanes):
     """One-lookup samples (a verdict each) behind blocked outputs: the beat FIFO, the retire
