@@ -312,12 +312,39 @@ def _entry(status, result=None, note="", where=None):
     return {"status": status, "result": result, "note": note, "dir": str(where) if where else None}
 
 
-def _match_opts(res):
+def _match_opts(res, where=None):
+    """Whether result ``res`` (of build directory ``where``) was made with the report's flow:
+    device, package, speed, target and, for a placed result, nextpnr's arguments (seed 1, no
+    extra options: a `--seed 2` or `--nextpnr-arg` route of the same configuration, e.g. by
+    bench/pnr_sweep.py, is not the report's point). The arguments are the result's
+    ``nextpnr_args``, else those of the build directory's ``nextpnr.sh``; a result with
+    neither (synthesis only, or saved before either existed) is taken as the default flow."""
     o = IMPL_OPTIONS
-    return (res.get("device", o["device"]) == o["device"]
+    if not (res.get("device", o["device"]) == o["device"]
             and res.get("speed", o["speed"]) == o["speed"]
             and res.get("package", o["package"]) == o["package"]
-            and float(res.get("freq_mhz", o["freq_mhz"])) == float(o["freq_mhz"]))
+            and float(res.get("freq_mhz", o["freq_mhz"])) == float(o["freq_mhz"])):
+        return False
+    args = res.get("nextpnr_args")
+    if not args and where is not None and not res.get("synth_only"):
+        try:
+            args = (Path(where) / "nextpnr.sh").read_text().split()
+        except OSError:
+            args = None
+    if not args:
+        return True
+    from fpga import ooc
+    want = ooc.nextpnr_args(o["device"], o["package"], o["speed"], o["freq_mhz"], 1)
+    files = {"--json", "--report", "--sdf"}
+    got, skip = [], False
+    for a in args:                   # nextpnr.sh also names the files: drop them
+        if skip:
+            skip = False
+        elif a in files:
+            skip = True
+        else:
+            got.append(a)
+    return got == want
 
 
 def _classify(cands, cfg, ident):
@@ -356,7 +383,7 @@ def lookup_impl(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None, use
     scan = scan_cache(cache_dir, store) if scan is None else scan
     key = _fields(cfg.to_json())
     same = [e for e in scan if e["kind"] == "impl" and e["fields"] == key]
-    done = [e for e in same if e["result"] is not None and _match_opts(e["result"])]
+    done = [e for e in same if e["result"] is not None and _match_opts(e["result"], e["dir"])]
     if done:
         return _classify(done, cfg, ident)
     if any(e["result"] is None for e in same):
@@ -417,7 +444,7 @@ def other_results(points, impl, cache_dir, *, ident=None, store=None):
     for e in sorted(scan_cache(cache_dir, store), key=lambda e: -e["mtime"]):
         if e["kind"] != "impl" or e["result"] is None or str(e["dir"]) in used:
             continue
-        if e["fields"] is None or not _match_opts(e["result"]):
+        if e["fields"] is None or not _match_opts(e["result"], e["dir"]):
             continue
         k = json.dumps(e["fields"], sort_keys=True)
         if k in known or k in seen:

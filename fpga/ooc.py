@@ -152,6 +152,8 @@ class ImplResult(_Record):
     depth_paths: list = dataclasses.field(default_factory=list)   # its N deepest paths
     slow_endpoints: dict = dataclasses.field(default_factory=dict)   # registers missing the
                                  # target frequency, by unit (sdf_slow_endpoints)
+    nextpnr_args: list = dataclasses.field(default_factory=list)   # nextpnr's arguments
+                                 # (seed, extra options; without the file names)
 
 
 
@@ -1123,7 +1125,7 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
             worst_paths=paths, worst_sources=sources, total=total, wrapper=wrap, nextpnr_utilisation=util,
             generate_s=round(gen_s, 1), yosys_s=round(ys_s, 1), nextpnr_s=round(np_s, 1),
             tools=tools, digest=digest, build_dir=str(d), depth_levels=levels,
-            depth_paths=dpaths, slow_endpoints=slow)
+            depth_paths=dpaths, slow_endpoints=slow, nextpnr_args=list(args))
         rpath.write_text(r.to_json())
         _index_put(cache_dir, pre, digest)
         if not keep:

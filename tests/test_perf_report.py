@@ -208,6 +208,44 @@ def test_lookup_current_stale_missing(tmp_path):
     assert e["status"] == "missing" and "in progress" in e["note"]
 
 
+def test_lookup_takes_the_report_flow_only(tmp_path):
+    """A route of the same configuration with another seed or extra nextpnr options (by
+    `hotline-hw impl --seed 2 / --nextpnr-arg`, bench/pnr_sweep.py), newer than the
+    report's own, is not the report's point: told by the result's `nextpnr_args`, else
+    by the build directory's nextpnr.sh."""
+    import os
+    from fpga import ooc
+    cfg = preset("tiny")
+    cache = tmp_path / "impl"
+    o = pr.IMPL_OPTIONS
+    flow = ooc.nextpnr_args(o["device"], o["package"], o["speed"], o["freq_mhz"], 1)
+    d1 = _entry(cache, "a" * 64, cfg, "module v1;")
+    (d1 / "nextpnr.sh").write_text(" ".join(flow + ["--json", "synth.json", "--report",
+                                                     "report.json", "--sdf", "routed.sdf"]))
+    d2 = _entry(cache, "b" * 64, cfg, "module v1;")       # seed 2 in its result
+    r2 = json.loads((d2 / "result.json").read_text())
+    r2.update(fmax_mhz=150.0, nextpnr_args=ooc.nextpnr_args(seed=2))
+    (d2 / "result.json").write_text(json.dumps(r2))
+    d3 = _entry(cache, "c" * 64, cfg, "module v1;")       # an extra option in nextpnr.sh
+    r3 = json.loads((d3 / "result.json").read_text())
+    r3.update(fmax_mhz=160.0)
+    (d3 / "result.json").write_text(json.dumps(r3))
+    (d3 / "nextpnr.sh").write_text(" ".join(flow + ["--tmg-ripup", "--json", "synth.json"]))
+    for i, d in enumerate((d1, d2, d3)):                  # d3 newest, d1 oldest
+        os.utime(d / "result.json", (1000 + i, 1000 + i))
+    sha1 = hashlib.sha256(b"module v1;").hexdigest()
+    e = pr.lookup_impl(cfg, cache, ident=_Ident(sha1), use_index=False)
+    assert e["status"] == "current" and e["result"]["fmax_mhz"] == 123.0
+    assert pr._match_opts(r2, d2) is False and pr._match_opts(r3, d3) is False
+    # a result without arguments or nextpnr.sh (synthesis only, or older) is the default
+    assert pr._match_opts(json.loads((d1 / "result.json").read_text()), None) is True
+    # the seed-2 route alone is not taken either
+    import shutil
+    shutil.rmtree(d1)
+    shutil.rmtree(d3)
+    assert pr.lookup_impl(cfg, cache, ident=_Ident(sha1), use_index=False)["status"] == "missing"
+
+
 def test_lookup_generic_by_name(tmp_path):
     cache = tmp_path / "impl"
     d = cache / ("c" * 64)
