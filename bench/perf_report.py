@@ -335,16 +335,9 @@ def _match_opts(res, where=None):
         return True
     from fpga import ooc
     want = ooc.nextpnr_args(o["device"], o["package"], o["speed"], o["freq_mhz"], 1)
-    files = {"--json", "--report", "--sdf"}
-    got, skip = [], False
-    for a in args:                   # nextpnr.sh also names the files: drop them
-        if skip:
-            skip = False
-        elif a in files:
-            skip = True
-        else:
-            got.append(a)
-    return got == want
+    if "--json" in args:             # nextpnr.sh names the files after the arguments
+        args = args[:args.index("--json")]
+    return args == want
 
 
 def _classify(cands, cfg, ident):

@@ -57,8 +57,8 @@ from pathlib import Path
 __all__ = [
     "ImplResult", "GenericResult", "ImplError", "implement", "generic_cells",
     "wrapper_verilog", "blackbox_verilog", "parse_report", "sdf_worst_paths",
-    "sdf_slow_endpoints", "yosys_script", "nextpnr_args", "check_extra_args", "ROUTERS", "cache_key", "analyse",
-    "DEVICES", "FLOW_VERSION",
+    "sdf_slow_endpoints", "yosys_script", "nextpnr_args", "check_extra_args", "ROUTERS",
+    "cache_key", "analyse", "DEVICES", "FLOW_VERSION",
 ]
 
 #: Bump when the flow changes in a way that changes results (invalidates every cache entry).
