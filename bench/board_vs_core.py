@@ -64,9 +64,11 @@ def _synth(il_text, top, family, out_dir, yosys, opts="", flat=False, blackbox=N
         f"read_rtlil {top}.il\n{bb}synth_{family}{'' if flat else ' -noflatten'} {opts} "
         f"-top {top}\ntee -q -o stat.json stat -json\n")
     t0 = time.perf_counter()
-    with open(out_dir / "yosys.log", "w") as log:
-        rc = subprocess.run([yosys, "-q", "-s", "synth.ys"], cwd=out_dir, stdout=log,
-                            stderr=subprocess.STDOUT).returncode
+    # Yosys writes its whole log itself (-l): YoWASP's Yosys stops writing to the console
+    # at the first ABC run (fpga.ooc._run_yosys)
+    with open(out_dir / "yosys.console.log", "w") as log:
+        rc = subprocess.run([yosys, "-q", "-l", "yosys.log", "-s", "synth.ys"], cwd=out_dir,
+                            stdout=log, stderr=subprocess.STDOUT).returncode
     if rc:
         raise RuntimeError(f"yosys failed (rc {rc}): see {out_dir / 'yosys.log'}")
     return _read_stat(out_dir / "stat.json"), time.perf_counter() - t0

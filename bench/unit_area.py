@@ -85,9 +85,11 @@ def synthesise(unit, cfg, out_dir, *, yosys, noflatten=False, json_out=True):
         script += "flatten\ntee -q -o stat_flat.json stat -json\n"
     (out_dir / "synth.ys").write_text(script)
     t0 = time.perf_counter()
-    with open(out_dir / "yosys.log", "w") as log:
-        rc = subprocess.run([yosys, "-q", "-s", "synth.ys"], cwd=out_dir, stdout=log,
-                            stderr=subprocess.STDOUT).returncode
+    # Yosys writes its whole log itself (-l): YoWASP's Yosys stops writing to the console
+    # at the first ABC run (fpga.ooc._run_yosys)
+    with open(out_dir / "yosys.console.log", "w") as log:
+        rc = subprocess.run([yosys, "-q", "-l", "yosys.log", "-s", "synth.ys"], cwd=out_dir,
+                            stdout=log, stderr=subprocess.STDOUT).returncode
     secs = time.perf_counter() - t0
     if rc:
         raise RuntimeError(f"yosys failed on {unit} (rc {rc}): see {out_dir / 'yosys.log'}")

