@@ -27,7 +27,6 @@ board as alone, 1 otherwise. Defaults: Debian's Yosys when installed, else ``yow
 import argparse
 import json
 import os
-import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -36,6 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from fpga import ooc  # noqa: E402
 from unit_area import _read_stat, table, yosys_binary  # noqa: E402
 
 #: cell kinds per family: (column, predicate on the cell type)
@@ -64,13 +64,9 @@ def _synth(il_text, top, family, out_dir, yosys, opts="", flat=False, blackbox=N
         f"read_rtlil {top}.il\n{bb}synth_{family}{'' if flat else ' -noflatten'} {opts} "
         f"-top {top}\ntee -q -o stat.json stat -json\n")
     t0 = time.perf_counter()
-    # Yosys writes its whole log itself (-l): YoWASP's Yosys stops writing to the console
-    # at the first ABC run (fpga.ooc._run_yosys)
-    with open(out_dir / "yosys.console.log", "w") as log:
-        rc = subprocess.run([yosys, "-q", "-l", "yosys.log", "-s", "synth.ys"], cwd=out_dir,
-                            stdout=log, stderr=subprocess.STDOUT).returncode
-    if rc:
-        raise RuntimeError(f"yosys failed (rc {rc}): see {out_dir / 'yosys.log'}")
+    # fpga.ooc's runner: Yosys writes its whole log itself (yosys.log; YoWASP's Yosys stops
+    # writing to its console at the first ABC run), and a failure raises ImplError with its tail
+    ooc._run_yosys(yosys, "synth.ys", out_dir, ooc._Progress(False), "yosys")
     return _read_stat(out_dir / "stat.json"), time.perf_counter() - t0
 
 

@@ -22,13 +22,13 @@ import argparse
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from fpga import ooc  # noqa: E402
 from hotline_hw.config import ConfigError, HotlineConfig, preset, preset_names  # noqa: E402
 
 UNITS = {
@@ -85,14 +85,10 @@ def synthesise(unit, cfg, out_dir, *, yosys, noflatten=False, json_out=True):
         script += "flatten\ntee -q -o stat_flat.json stat -json\n"
     (out_dir / "synth.ys").write_text(script)
     t0 = time.perf_counter()
-    # Yosys writes its whole log itself (-l): YoWASP's Yosys stops writing to the console
-    # at the first ABC run (fpga.ooc._run_yosys)
-    with open(out_dir / "yosys.console.log", "w") as log:
-        rc = subprocess.run([yosys, "-q", "-l", "yosys.log", "-s", "synth.ys"], cwd=out_dir,
-                            stdout=log, stderr=subprocess.STDOUT).returncode
+    # fpga.ooc's runner: Yosys writes its whole log itself (yosys.log; YoWASP's Yosys stops
+    # writing to its console at the first ABC run), and a failure raises ImplError with its tail
+    ooc._run_yosys(yosys, "synth.ys", out_dir, ooc._Progress(False), "yosys")
     secs = time.perf_counter() - t0
-    if rc:
-        raise RuntimeError(f"yosys failed on {unit} (rc {rc}): see {out_dir / 'yosys.log'}")
     stat = _read_stat(out_dir / "stat.json")
     if noflatten:
         flat = _read_stat(out_dir / "stat_flat.json")
