@@ -192,11 +192,14 @@ def _ports(pmap):
     return ins, outs
 
 
-def wrapper_verilog(pmap, core=CORE, top=TOP, fold=4):
+def wrapper_verilog(pmap, core=CORE, top=TOP, fold=4, reset_buffer="DCCA"):
     """Verilog of the OOC wrapper ``top`` around module ``core`` (ports from ``pmap``, a
     :class:`hotline_hw.gateware.export.PortMap`).
 
-    Four pins: ``clk``; ``rst_in`` (two registers, then the core's synchronous ``rst``);
+    Four pins: ``clk``; ``rst_in`` (two registers, then the core's synchronous ``rst``,
+    driven through the ECP5 global buffer ``reset_buffer`` onto a global network, as an
+    integrator drives a reset that reaches every flip-flop of the core; ``None``: a plain
+    net, which nextpnr routes through the general fabric);
     ``din``, shifted through one register per core input bit (every input is a distinct
     flip-flop, so nothing is constant and no input path starts at a pin); ``dout``: every
     core output bit is registered, then XOR-folded ``fold`` bits per LUT through a tree with a
@@ -212,13 +215,18 @@ def wrapper_verilog(pmap, core=CORE, top=TOP, fold=4):
         f"module {top} (input wire clk, input wire rst_in, input wire din, output wire dout);",
         "  reg [1:0] rst_q;",
         "  always @(posedge clk) rst_q <= {rst_q[0], rst_in};",
+        "  wire rst_g;",
     ]
+    if reset_buffer:
+        lines.append(f"  {reset_buffer} rst_buf (.CLKI(rst_q[1]), .CE(1'b1), .CLKO(rst_g));")
+    else:
+        lines.append("  assign rst_g = rst_q[1];")
     if ni:
         lines += [f"  reg [{ni - 1}:0] in_sr;",
                   "  always @(posedge clk) in_sr <= " +
                   ("{in_sr[%d:0], din};" % (ni - 2) if ni > 1 else "din;")]
     lines.append(f"  wire [{max(no, 1) - 1}:0] out_w;")
-    conns = [f"    .{pmap.clock}(clk)", f"    .{pmap.reset}(rst_q[1])"]
+    conns = [f"    .{pmap.clock}(clk)", f"    .{pmap.reset}(rst_g)"]
     lo = 0
     for name, w in ins:
         conns.append(f"    .{name}(in_sr[{lo + w - 1}:{lo}])")
@@ -260,14 +268,22 @@ def blackbox_verilog(pmap, core=CORE):
 
 # --- scripts ---------------------------------------------------------------------------------
 
+#: the ECP5 primitives the wrapper instantiates, as black boxes for the script's first
+#: ``hierarchy -check`` (``synth_ecp5`` then reads its own cell library over them)
+PRIMS_FILE = "ecp5_prims.v"
+PRIMS_VERILOG = ("(* blackbox *)\n"
+                 "module DCCA (input CLKI, input CE, output CLKO);\nendmodule\n")
+
+
 def yosys_script(sources, top=TOP, json_out="synth.json", abc9_flag=False):
-    """The ECP5 Yosys script. Yosys 0.70's ``synth_ecp5`` (= ``synth_lattice -family ecp5``)
+    """The ECP5 Yosys script (it reads :data:`PRIMS_FILE` first). Yosys 0.70's ``synth_ecp5`` (= ``synth_lattice -family ecp5``)
     always maps LUTs with ``abc9`` (the old ``-abc9`` flag is gone, and there is no plain
     ``abc`` choice left), so there is nothing to choose. With an older Yosys (< 0.40, e.g.
     Debian's native 0.23, used when YoWASP's 4 GB heap is too small) ``abc9_flag`` adds
     ``-abc9``; :func:`implement` leaves it off, because 0.23's ABC9 flow fails an assertion
     on the ``ulx3s`` core, so an old Yosys maps LUTs with plain ``abc``."""
-    reads = "".join(f"read_verilog -sv {s}\n" for s in sources)
+    reads = f"read_verilog -lib {PRIMS_FILE}\n"
+    reads += "".join(f"read_verilog -sv {s}\n" for s in sources)
     out = f" -json {json_out}" if json_out else ""
     flag = " -abc9" if abc9_flag else ""
     return (f"{reads}hierarchy -check -top {top}\n"
@@ -1071,6 +1087,7 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
         (d / "hotline.v").write_text(verilog)
         (d / "ports.json").write_text(pmap.to_json())
         (d / "ooc_wrapper.v").write_text(wrapper)
+        (d / PRIMS_FILE).write_text(PRIMS_VERILOG)
         (d / "synth.ys").write_text(script)
         (d / "config.json").write_text(cfg.to_json())
 
@@ -1079,6 +1096,7 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
         wd.mkdir(exist_ok=True)
         (wd / "core_bb.v").write_text(blackbox_verilog(pmap))
         (wd / "ooc_wrapper.v").write_text(wrapper)
+        (wd / PRIMS_FILE).write_text(PRIMS_VERILOG)
         (wd / "synth.ys").write_text(yosys_script(["core_bb.v", "ooc_wrapper.v"], json_out=None,
                                                   abc9_flag=old_yosys))
         _run_yosys(ys, "synth.ys", wd, prog, "yosys (wrapper alone)")

@@ -280,10 +280,21 @@ class DedupBank(Elaboratable):
         free = Signal(ways)
         m.d.comb += [match.eq(b3_match | Mux(fa_keq, fa_oh, 0)),
                      free.eq(b3_free & ~fa_oh)]
-        m_any, m_way, m_ord, s1 = priority([match[w] for w in range(ways)],
-                                           [word[w].ord for w in range(ways)])
+        # A key is in at most one way of its set (a NEW is written only where no way holds
+        # the key, with every write its word missed put in), so `match` is one-hot or 0 and
+        # its ordinal an AND-OR, not a priority chain (timing: B3's ordinal reaches the
+        # result queue's entry multiplexers). `register_copies` checks the one-hot in
+        # amaranth.sim.
+        m_any = Signal()
+        m_ord = Signal(len(word[0].ord))
+        m_ord_v = Const(0, len(m_ord))
+        for w in range(ways):
+            m_ord_v = m_ord_v | Mux(match[w], word[w].ord, 0)
+        m.d.comb += [m_any.eq(match.any()), m_ord.eq(m_ord_v)]
+        self.register_copies = [(f"dedup bank {self.index}: match one-hot", Const(0, 1),
+                                 b3_valid & ((match & (match - 1)) != 0))]
         f_any, f_way, _, s2 = priority([free[w] for w in range(ways)])
-        m.d.comb += s1 + s2
+        m.d.comb += s2
         b3_new = Signal()
         m.d.comb += b3_new.eq(b3_valid & ~m_any & f_any)
         new_entry = Signal(entry)

@@ -1085,8 +1085,24 @@ class GatherScatterDMA(wiring.Component):
                 with m.If(gp.bank == b):
                     m.d.comb += filt_wp.en[b].eq(1)
                     m.d.sync += armed[b].eq(1)
-                    with m.If(gp.index >= log_count[b]):
-                        m.d.sync += log_count[b].eq(gp.index + 1)
+        # `log_count` follows the registered log write (timing: the take decision, at the end
+        # of the arbiter's chain, reached every bank's count through its compare and
+        # increment). A cycle late is soon enough: the scatter sequencer reads a bank's count
+        # in its wait state, two cycles after the bank's scatter command at the earliest, and
+        # no gather into the bank is taken after that command (`g_blocked`); a count cleared
+        # by a completing scatter gets no late update, as no gather into the bank was taken
+        # while it was pending.
+        lw_index = lw_addr[:ib]
+        lw_bank = lw_addr[ib:]
+        with m.If(lw_en):
+            for b in range(B):
+                with m.If((lw_bank == b) & (lw_index >= log_count[b])):
+                    m.d.sync += log_count[b].eq(lw_index + 1)
+        self.register_copies += [
+            ("late log_count update vs the scatter's read", Const(0, 1),
+             lw_en & (lw_bank == s_bank) & (s_state == 1)),
+            ("late log_count update vs its clear", Const(0, 1),
+             lw_en & (lw_bank == s_bank) & s_complete)]
         # a deferred gather is taken without a grant (`g_base & hit_any`), so its list
         # bookkeeping does not wait for the arbiter's priority chain
         g_defer = g_base & hit_any

@@ -403,6 +403,8 @@ class MiniBatchFragmenter(wiring.Component):
             bank = DedupBank(cfg, geo, b)
             m.submodules[f"dedup{b}"] = bank
             banks.append(bank)
+        # parts whose `register_copies` the amaranth.sim tests check (sim/register_copies.py)
+        self.register_copy_parts = banks
 
         # The dispatch register (d0): a beat's meta and CAM results leave their FIFOs into
         # it with each lane's kind, each miss's rank in its bank and the misses per bank
@@ -975,6 +977,8 @@ class FragmenterUnit(wiring.Component):
         self.cfg = cfg
         self._cam = PopularityCAM(cfg)
         self._frag = MiniBatchFragmenter(cfg, self._cam.LATENCY)
+        # parts whose `register_copies` the amaranth.sim tests check (sim/register_copies.py)
+        self.register_copy_parts = [self._frag]
         members = {n: v for n, v in self._frag.signature.members.items()
                    if not n.startswith("cam_") and n != "flush"}
         members["flush"] = In(1)

@@ -52,8 +52,8 @@ Every command ends with a ``cmd_done`` interrupt event.
 Timing: a command is taken the cycle after its ``CTRL`` write; the fragmenter (and the
 gather splitter) is reset the cycle after a soft reset or a taken ``CLEAR_STATS``, from a
 register. ``STATUS.busy`` and ``STATUS.gathers_done`` come from registers:
-``busy`` is the units' busy a cycle late or'ed with the command taken that cycle, so a
-read issued after a command's write response already reads it busy.
+``busy`` is the units' busy two cycles late or'ed with a command taken in the last four
+cycles, so a read issued after a command's write response already reads it busy.
 
 ``CAM_CTRL.op`` WRITE / READ reach the CAM's host port (a READ waits while an eviction owns
 it); ``CAM_STATUS.done`` is set when the operation has completed, ``rejected`` when a
@@ -132,6 +132,7 @@ class HotlineAccelerator(wiring.Component):
         frag_clear = Signal()
         frag_rst = Signal()
         frag = MiniBatchFragmenter(cfg, pop.LATENCY)
+        self.register_copy_parts = [dma, frag]
         m.submodules.fragmenter = ResetInserter(frag_rst)(frag)
 
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)
@@ -425,20 +426,28 @@ class HotlineAccelerator(wiring.Component):
                 m.d.sync += sig.eq(0)
         dma_err_q = Signal()
         m.d.sync += dma_err_q.eq(dma.error)
-        busy = Signal()
-        m.d.comb += busy.eq(~ctl.ongoing("IDLE") | dma.busy | frag.busy | pop.busy | learn_go)
-        # STATUS.busy from registers (the units' busy terms do not reach the read
-        # multiplexer): `busy` a cycle late, or'ed with the command taken that cycle, so that
-        # a read sampled the cycle after a command is taken (the earliest a read after the
-        # command's write response can be) reads busy although the units start a cycle later
+        # STATUS.busy and STATUS.gathers_done from registers, two deep (timing: the units'
+        # busy and gather-busy terms are deep logic, from the de-dup banks' queue levels; they
+        # reach registers of their own, not the status ones). STATUS.busy: the control state
+        # and the units' registered busy (so the units' busy two cycles late), or'ed with a
+        # command taken in the last four cycles, so that a read sampled the cycle after a
+        # command is taken (the earliest a read after the command's write response can be)
+        # reads busy although the units start later. STATUS.gathers_done: two cycles late,
+        # both its terms delayed alike (it falls after a mini-batch's first lookup enters,
+        # long before software can have sent the whole mini-batch).
         busy_r = Signal()
         cmd_r = Signal()
-        # STATUS.gathers_done registered too (a cycle late: it falls after a mini-batch's
-        # first lookup enters, long before software can have sent the whole mini-batch)
         gathers_done = Signal(cfg.staging_banks)
-        m.d.sync += gathers_done.eq(Mux(frag.gather_busy | frag.gather.valid | split.busy, 0,
-                                        dma.gathers_done))
-        m.d.sync += [busy_r.eq(busy), cmd_r.eq(cmd_stb)]
+        g_busy_q = Signal()
+        g_done_q = Signal(cfg.staging_banks)
+        m.d.sync += [g_busy_q.eq(frag.gather_busy | frag.gather.valid | split.busy),
+                     g_done_q.eq(dma.gathers_done),
+                     gathers_done.eq(Mux(g_busy_q, 0, g_done_q))]
+        cmd_recent = Signal(4)
+        m.d.sync += [busy_r.eq(~ctl.ongoing("IDLE") | dma_busy | frag_busy | pop_busy
+                               | learn_go),
+                     cmd_recent.eq(Cat(cmd_stb, cmd_recent[:-1]))]
+        m.d.comb += cmd_r.eq(cmd_recent.any())
         m.d.comb += [
             reg("STATUS", "mode").eq(mode),
             reg("STATUS", "busy").eq(busy_r | cmd_r),

@@ -16,6 +16,7 @@ from hotline_hw.gateware.dedup import dedup_banks
 from hotline_hw.gateware.fragmenter import STAT_NAMES, FragmenterUnit
 from hotline_hw.gateware.models import stream_sink
 from hotline_hw.hashing import SEED_DEDUP, h3_np
+from sim.register_copies import watch_register_copies
 
 
 def make_cfg(lanes, kind="full", staging_rows=8, **kw):
@@ -155,6 +156,7 @@ def simulate(cfg, writes, beats, *, rng, idle=0.3, stall=0.3, flush=False, extra
     m.d.sync += cycle.eq(cycle + 1)
     sim = Simulator(m)
     sim.add_clock(1e-8)
+    watch_register_copies(sim, dut)
     sim.add_testbench(sink(dut.popular, "popular", lambda p: out_beat(p, cfg.lanes)),
                       background=True)
     sim.add_testbench(sink(dut.nonpopular, "nonpopular", lambda p: out_beat(p, cfg.lanes)),
@@ -431,6 +433,7 @@ def simulate_with_flush_between(cfg, writes, first, later, *, rng):
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
+    watch_register_copies(sim, dut)
     for name in ("popular", "nonpopular"):
         sim.add_testbench(stream_sink(getattr(dut, name), got[name],
                                       lambda p: out_beat(p, cfg.lanes), rng=rng,
