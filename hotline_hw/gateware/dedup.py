@@ -14,7 +14,8 @@ A bank
   (transparent to the RAM's write, which is ``B3``'s decision of the cycle before, from
   registers); ``B1`` registers the word as read (the RAM's output goes straight into
   flip-flops); ``B2`` compares each way with the key and registers the
-  word, the ways holding the key and the free ways; ``B3`` chooses. A way holding the
+  word, the free ways, whether a way holds the key and its ordinal, whether a way is free
+  and whether exactly one is; ``B3`` chooses. A way holding the
   key -> ``DUP(ord)``; else the lowest free way takes the key -> ``NEW(ord)`` with ``ord``
   the bank's next ordinal (0, 1, 2, ... per mini-batch); no free way -> ``FULL``. The three
   misses right behind a ``NEW`` to the same set read the word before that write: ``B2``
@@ -50,6 +51,7 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.utils import ceil_log2, exact_log2
 
+from .bits import popcount
 from .queues import MultiQueue, RingQueue
 
 __all__ = ["dedup_banks", "DedupBank", "KIND_NEW", "KIND_DUP", "KIND_FULL", "priority"]
@@ -96,12 +98,12 @@ class BankGeometry:
                                   "value": self.value_bits})
 
 
-def priority(bits, values=None):
-    """``(any, index, value, stmts)``: whether a bit of ``bits`` is set, the lowest set one,
-    ``values[index]`` (``None`` without ``values``), and the ``comb`` statements that drive
-    them (add them to the module)."""
+def priority(bits, values=None, with_any=True):
+    """``(any, index, value, stmts)``: whether a bit of ``bits`` is set (``None`` without
+    ``with_any``), the lowest set one, ``values[index]`` (``None`` without ``values``), and
+    the ``comb`` statements that drive them (add them to the module)."""
     n = len(bits)
-    any_ = Signal()
+    any_ = Signal() if with_any else None
     idx = Signal(range(max(2, n)))
     ci = Const(0, idx.shape())
     cv = Const(0, len(values[0])) if values is not None else None
@@ -109,7 +111,7 @@ def priority(bits, values=None):
         ci = Mux(bits[i], i, ci)
         if values is not None:
             cv = Mux(bits[i], values[i], cv)
-    stmts = [any_.eq(Cat(*bits).any()), idx.eq(ci)]
+    stmts = [idx.eq(ci)] + ([any_.eq(Cat(*bits).any())] if with_any else [])
     val = None
     if values is not None:
         val = Signal(len(values[0]))
@@ -256,44 +258,75 @@ class DedupBank(Elaboratable):
         m.d.comb += [fb_oh.eq(Mux(w1_valid & (w1_lset == b2_op.lset), w1_oh, 0)),
                      fc_oh.eq(Mux(w2_valid & (w2_lset == b2_op.lset), w2_oh, 0))]
         b3_word = Signal(word_layout, reset_less=True)
-        b3_match = Signal(ways)              # way w holds the key (with the earlier writes)
         b3_free = Signal(ways)               # way w is free (with the earlier writes)
         fa_oh = Signal(ways)
-        fa_keq = Signal()
         fa_entry = Signal(entry)
+        fa_any = Signal()                    # the op ahead wrote our set (fa_oh != 0) ...
+        fa_m = Signal()                      # ... with our key
+        # B3's result from registers (timing: it reaches the result queue's entry
+        # multiplexers): B2 also registers whether a way of the word (with the earlier
+        # writes) holds the key and its ordinal, whether a way is free and whether exactly
+        # one is. The only write they miss is the op ahead's (`fa_*`, decided in B2's
+        # cycle): it fills a way free in our word (the op ahead saw every write we see), so
+        # a match with its new entry excludes one in the word (else that op would have
+        # matched rather than allocated), and it takes one of our free ways.
+        b2_match = Signal(ways)
+        b2_free = Signal(ways)
+        b3_m_any = Signal()
+        b3_m_ord = Signal(geo.ord_bits, reset_less=True)
+        b3_f_any = Signal()
+        b3_f_one = Signal()
+        m_ord_w = Const(0, geo.ord_bits)
+        for w in range(ways):
+            m_ord_w = m_ord_w | Mux(b2_match[w], Mux(fb_oh[w], w1_entry.ord,
+                                                     Mux(fc_oh[w], w2_entry.ord, cur[w].ord)), 0)
+        m.d.comb += [
+            b2_match.eq(Cat(*[cur[w].used & (cur[w].key == b2_op.key) for w in range(ways)])
+                        | Mux(w1_entry.key == b2_op.key, fb_oh, 0)
+                        | Mux(w2_entry.key == b2_op.key, fc_oh, 0)),
+            b2_free.eq(Cat(*[~cur[w].used for w in range(ways)]) & ~fb_oh & ~fc_oh),
+        ]
         m.d.sync += [
             b3_valid.eq(b2_valid),
             b3_op.eq(b2_op),
             b3_word.eq(Cat(*[Mux(fb_oh[w], w1_entry, Mux(fc_oh[w], w2_entry, cur[w]))
                              for w in range(ways)])),
-            b3_match.eq(Cat(*[cur[w].used & (cur[w].key == b2_op.key) for w in range(ways)])
-                        | Mux(w1_entry.key == b2_op.key, fb_oh, 0)
-                        | Mux(w2_entry.key == b2_op.key, fc_oh, 0)),
-            b3_free.eq(Cat(*[~cur[w].used for w in range(ways)]) & ~fb_oh & ~fc_oh),
+            b3_free.eq(b2_free),
+            b3_m_any.eq(b2_match.any()),
+            b3_m_ord.eq(m_ord_w),
+            b3_f_any.eq(b2_free.any()),
+            b3_f_one.eq(popcount(b2_free[w] for w in range(ways)) == 1),
         ]
 
         # --- B3: choose, allocate, write ---------------------------------------------------
         word = Signal(word_layout)           # the set word with both missed writes
         for w in range(ways):
             m.d.comb += word[w].eq(Mux(fa_oh[w], fa_entry, b3_word[w]))
-        match = Signal(ways)
         free = Signal(ways)
-        m.d.comb += [match.eq(b3_match | Mux(fa_keq, fa_oh, 0)),
-                     free.eq(b3_free & ~fa_oh)]
-        # A key is in at most one way of its set (a NEW is written only where no way holds
-        # the key, with every write its word missed put in), so `match` is one-hot or 0 and
-        # its ordinal an AND-OR, not a priority chain (timing: B3's ordinal reaches the
-        # result queue's entry multiplexers). `register_copies` checks the one-hot in
-        # amaranth.sim.
+        m.d.comb += free.eq(b3_free & ~fa_oh)
+        # whether the key is held, its ordinal, whether a way is free: from B2's registers
+        # and the op ahead's write (see above)
         m_any = Signal()
-        m_ord = Signal(len(word[0].ord))
-        m_ord_v = Const(0, len(m_ord))
-        for w in range(ways):
-            m_ord_v = m_ord_v | Mux(match[w], word[w].ord, 0)
-        m.d.comb += [m_any.eq(match.any()), m_ord.eq(m_ord_v)]
-        self.register_copies = [(f"dedup bank {self.index}: match one-hot", Const(0, 1),
-                                 b3_valid & ((match & (match - 1)) != 0))]
-        f_any, f_way, _, s2 = priority([free[w] for w in range(ways)])
+        m_ord = Signal(geo.ord_bits)
+        f_any = Signal()
+        m.d.comb += [m_any.eq(b3_m_any | fa_m),
+                     m_ord.eq(Mux(fa_m, fa_entry.ord, b3_m_ord)),
+                     f_any.eq(b3_f_any & ~(fa_any & b3_f_one))]
+        # The amaranth.sim tests check the two facts this rests on in every cycle (the
+        # register copies below): a key is in at most one way of its set (B2's matching
+        # ways are one-hot or 0, and a match with the op ahead's new entry excludes one in
+        # the word; a NEW is written only where no way holds the key, with every write its
+        # word missed put in), and the op ahead's new entry fills one of our free ways.
+        bank = f"dedup bank {self.index}"
+        self.register_copies = [
+            (f"{bank}: B2 match one-hot", Const(0, 1),
+             b2_valid & ((b2_match & (b2_match - 1)) != 0)),
+            (f"{bank}: B3 match in the word or with the op ahead, not both", Const(0, 1),
+             b3_valid & fa_m & b3_m_any),
+            (f"{bank}: the op ahead fills one of our free ways", Const(0, 1),
+             b3_valid & fa_any & ((fa_oh & ~b3_free) != 0)),
+        ]
+        _, f_way, _, s2 = priority([free[w] for w in range(ways)], with_any=False)
         m.d.comb += s2
         b3_new = Signal()
         m.d.comb += b3_new.eq(b3_valid & ~m_any & f_any)
@@ -311,7 +344,8 @@ class DedupBank(Elaboratable):
         fa = b3_new & (b3_op.lset == b2_op.lset)
         m.d.sync += [
             fa_oh.eq(Mux(fa, new_oh, 0)),
-            fa_keq.eq(b3_op.key == b2_op.key),
+            fa_any.eq(fa),
+            fa_m.eq(fa & (b3_op.key == b2_op.key)),
             fa_entry.eq(new_entry),
             w1_valid.eq(b3_new),
             w1_lset.eq(b3_op.lset),
