@@ -276,9 +276,10 @@ PRIMS_VERILOG = ("(* blackbox *)\n"
 
 
 def yosys_script(sources, top=TOP, json_out="synth.json", abc9_flag=False):
-    """The ECP5 Yosys script (it reads :data:`PRIMS_FILE` first). Yosys 0.70's ``synth_ecp5`` (= ``synth_lattice -family ecp5``)
-    always maps LUTs with ``abc9`` (the old ``-abc9`` flag is gone, and there is no plain
-    ``abc`` choice left), so there is nothing to choose. With an older Yosys (< 0.40, e.g.
+    """The ECP5 Yosys script (it reads :data:`PRIMS_FILE` first). Yosys 0.70's
+    ``synth_ecp5`` (= ``synth_lattice -family ecp5``) always maps LUTs with ``abc9`` (the
+    old ``-abc9`` flag is gone, and there is no plain ``abc`` choice left), so there is
+    nothing to choose. With an older Yosys (< 0.40, e.g.
     Debian's native 0.23, used when YoWASP's 4 GB heap is too small) ``abc9_flag`` adds
     ``-abc9``; :func:`implement` leaves it off, because 0.23's ABC9 flow fails an assertion
     on the ``ulx3s`` core, so an old Yosys maps LUTs with plain ``abc``."""
