@@ -142,9 +142,19 @@ class DedupBank(Elaboratable):
         Bit ``k``: res_q holds entries ``0 .. k`` and each may leave now: not a ``DUP``,
         resolved, or a ``DUP`` with ordinal ``>= fwd_lo``. Computed from the previous
         cycle's entries and ``fwd_lo`` for the places after its pop (``pop_en`` selects
-        last): an entry pushed or resolved counts a cycle later.
+        last): an entry pushed or resolved counts a cycle later. (The fragmenter keeps
+        its own copy of bit ``need - 1`` for the beat it takes next, from ``ok_pop`` and
+        ``ok_keep``; this register is what the amaranth.sim tests check that copy against,
+        and nothing else reads it.)
+    need_pop, need_keep : In, a count
+        The need (results it takes) of the beat the fragmenter takes next, if it pops
+        ``pop_n`` results now (``need_pop``) and if not (``need_keep``).
+    ok_pop, ok_keep : Out(1)
+        ``take_ok``'s next value at bit ``need_pop - 1`` if the fragmenter pops now, and at
+        bit ``need_keep - 1`` if not (1 for a need of 0).
     batch_start : In(1)
-        Pulse between mini-batches (only while :attr:`idle`): forget every key.
+        Pulse between mini-batches (only while :attr:`idle`): forget every key. The bank
+        forgets in the next cycle; ops may be pushed from that cycle on.
     idle : Out(1)
         Nothing queued or in flight in the bank.
     """
@@ -164,6 +174,10 @@ class DedupBank(Elaboratable):
         self.head_need = Signal(range(L + 1), name=f"{p}_head_need")
         self.fwd_lo = Signal(range(geo.entries + 1), name=f"{p}_fwd_lo")
         self.take_ok = Signal(L, name=f"{p}_take_ok")
+        self.need_pop = Signal(range(L + 1), name=f"{p}_need_pop")
+        self.need_keep = Signal(range(L + 1), name=f"{p}_need_keep")
+        self.ok_pop = Signal(name=f"{p}_ok_pop")
+        self.ok_keep = Signal(name=f"{p}_ok_keep")
         self.batch_start = Signal(name=f"{p}_batch_start")
         self.idle = Signal(name=f"{p}_idle")
 
@@ -237,8 +251,13 @@ class DedupBank(Elaboratable):
         # compare of the sets, side by side with the ways' compares); this cycle's write
         # is decided now, so it goes into B3's word (`fa_*`: a one-hot way or 0, whether it
         # wrote the same key, the entry written).
+        # An untouched set reads as empty: only the ways' `used` bits are gated (timing:
+        # `b2_touched`, the end of the touched-bit select, then reaches `ways` gates in
+        # parallel with the key compares, not every bit of the word ahead of them). The key
+        # and ordinal of a way not in use mean nothing and are written back as read.
         cur = Signal(word_layout)
-        m.d.comb += cur.eq(Mux(b2_touched, b2_raw.as_value(), 0))
+        for w in range(ways):
+            m.d.comb += [cur[w].eq(b2_raw[w]), cur[w].used.eq(b2_raw[w].used & b2_touched)]
         # The table's write is registered (`w1_*`: it reaches the block RAM a cycle after
         # B3 decides it, with a flip-flop enable, not B3's decision, on the net to the
         # RAMs), so the word read at B0 in cycle c also misses the write decided in c - 1
@@ -319,6 +338,7 @@ class DedupBank(Elaboratable):
         # word missed put in), and the op ahead's new entry fills one of our free ways.
         bank = f"dedup bank {self.index}"
         self.register_copies = [
+            (f"{bank}: batch_start only while idle", Const(0, 1), self.batch_start & ~self.idle),
             (f"{bank}: B2 match one-hot", Const(0, 1),
              b2_valid & ((b2_match & (b2_match - 1)) != 0)),
             (f"{bank}: B3 match in the word or with the op ahead, not both", Const(0, 1),
@@ -384,7 +404,17 @@ class DedupBank(Elaboratable):
         m.d.comb += [iw.addr.eq(drained), iw.data.eq(wq.peek[0]), iw.en.eq(drain),
                      wq.pop_n.eq(drain)]
         m.d.sync += drained.eq(drained + drain)
-        m.d.comb += wq.restart.eq(self.batch_start)
+        # The restart acts a cycle after `batch_start`, from a register of the bank (timing:
+        # it resets some 500 flip-flops per bank; the fragmenter's start decision then
+        # reaches one register per bank, not every reset pin). Sound because the bank is
+        # idle at the pulse and gets its first op at the earliest in the pulse's next cycle
+        # (`in_q`), which B1 reads a cycle after that: the restart is done by then, and
+        # nothing else writes what it clears meanwhile (no result, no write-back while
+        # idle). `& idle` keeps the banks' registers apart (Yosys would merge equal ones).
+        restart = wq.restart                 # (the write queue's restart is the register)
+        m.d.sync += restart.eq(self.batch_start & self.idle)
+        self.register_copies.append(
+            (f"{bank}: the restart acts while idle", Const(0, 1), restart & ~self.idle))
 
         # --- resolver ------------------------------------------------------------------------
         # `pushed` counts the values pushed into wq (drained + wq.level), so whether a DUP's
@@ -470,10 +500,17 @@ class DedupBank(Elaboratable):
                 acc = acc & (okx[k + p] if k + p < nq else Const(0, 1))
                 bits.append(acc)
             cands.append(Cat(*bits))
-        m.d.sync += self.take_ok.eq(Mux(pop_en, Array(cands)[pop], cands[0]))
+        take_pop = Array(cands)[pop]
+        m.d.sync += self.take_ok.eq(Mux(pop_en, take_pop, cands[0]))
+
+        def need_bit(bits, n):               # entries 0 .. n - 1 may leave (n = 0: yes)
+            return Array([Const(1, 1)] + [bits[k] for k in range(L)])[n]
+
+        m.d.comb += [self.ok_pop.eq(need_bit(take_pop, self.need_pop)),
+                     self.ok_keep.eq(need_bit(cands[0], self.need_keep))]
 
         # --- mini-batch boundary -----------------------------------------------------------
-        with m.If(self.batch_start):
+        with m.If(restart):
             m.d.sync += [touched.eq(0), newcnt.eq(0), drained.eq(0), pushed.eq(0), rptr.eq(0),
                          res_q.upd_en.eq(0)]
 

@@ -82,6 +82,7 @@ from .bits import popcount
 from .cam import PopularityCAM
 from .dedup import KIND_DUP, KIND_FULL, KIND_NEW, BankGeometry, DedupBank
 from .hash import h3_expr
+from .queues import PeekFIFO
 
 __all__ = ["MiniBatchFragmenter", "FragmenterUnit", "STAT_NAMES", "TAG_POPULAR", "TAG_STAGED",
            "TAG_OVERFLOW", "input_layout", "output_layout", "gather_layout", "lookup_layout"]
@@ -384,7 +385,10 @@ class MiniBatchFragmenter(wiring.Component):
         # beats wait here for their de-dup results only; a sample waiting for its verdict
         # waits after retirement, in the sample buffer, so de-dup results never pile up
         beat_depth = _pow2_at_least(max(16, 2 * L + 8))
-        m.submodules.beatf = beatf = SyncFIFOBuffered(width=beat_layout.size, depth=beat_depth)
+        need_f = beat_layout["need"]         # (the take stage peeks at the next beat's need)
+        m.submodules.beatf = beatf = PeekFIFO(
+            width=beat_layout.size, depth=beat_depth,
+            peek=slice(need_f.offset, need_f.offset + need_f.width))
         sbuf_depth = _pow2_at_least(2 * -(-msl // L) + 16)
         # The verdict FIFO never fills, so dispatch does not read its level (timing: its
         # level compare and adder were the longest path on the ulx3s). A sample's verdict
@@ -465,8 +469,15 @@ class MiniBatchFragmenter(wiring.Component):
         miss = [kind[i] == K_MISS for i in range(L)]
         nonhit = Cat(*[(kind[i] == K_OVF) | miss[i] for i in range(L)]).any()
 
+        # Room for the beat in d0 in every bank's queue: a register (timing: `dispatch`,
+        # which writes the beat FIFO's LUT RAM and every bank's queue, is then an AND of
+        # flip-flops, not the end of the need/space compares). Its next value is chosen by
+        # this cycle's dispatch, last, among compares of the spaces with the needs of the
+        # beat d0 holds next (d0's own, or the one it loads: from d0s or the FIFOs), with
+        # the bank's pop of this cycle added (its B0 issue, from its registers) and, if d0
+        # leaves now, d0's need subtracted: the compare of the next cycle, a cycle early
+        # (a register copy checks it).
         bank_ok = Signal()
-        oks = []
         op_l = []
         for i in range(L):
             op = Signal(geo.op_layout(cfg), name=f"d_op{i}")
@@ -474,11 +485,26 @@ class MiniBatchFragmenter(wiring.Component):
             if geo.lset_bits:
                 m.d.comb += op.lset.eq(dm.lset[i])
             op_l.append(op)
+        ok_keep, ok_load, ok_after, ok_now = [], [], [], []
         for b, bank in enumerate(banks):
-            oks.append(bank.in_q.space >= d_need[b])
+            space = bank.in_q.space
+            need_next = Mux(d0s_valid, d0s.need[b], d_in.need[b])
+
+            def room(n):                     # space after this cycle's pop >= n
+                return Mux(bank.in_q.pop_n, space + 1 >= n, space >= n)
+
+            ok_keep.append(room(d_need[b]))
+            ok_load.append(room(need_next))
+            ok_after.append(room(d_need[b] + need_next))
+            ok_now.append(space >= d_need[b])
             for i in range(L):
                 m.d.comb += [bank.in_q.wr_off[i].eq(rank[i]), bank.in_q.wr_data[i].eq(op_l[i])]
-        m.d.comb += bank_ok.eq(Cat(*oks).all())
+        m.d.sync += bank_ok.eq(Mux(dispatch, Cat(*ok_after).all(),
+                                   Mux(d0_valid, Cat(*ok_keep).all(), Cat(*ok_load).all())))
+        self.register_copies = [
+            ("bank_ok: every bank's queue has room for d0's beat", Const(0, 1),
+             d0_valid & (bank_ok != Cat(*ok_now).all())),
+        ]
 
         # verdict of the open sample (at dispatch)
         v_pushed = Signal()
@@ -636,14 +662,27 @@ class MiniBatchFragmenter(wiring.Component):
         # a cycle later; an entry only gains `resolved`, and hlo moves by one beat a cycle,
         # which the three history beats cover.
         # (the register is the bank's `take_ok`, given the threshold `fwd_lo` = hlo)
-        bank_ok = []
+        # `tk_ok`: bit need - 1 of every bank's take_ok for the beat at the beat FIFO's head,
+        # as a register of its own (timing: `take`, which pops every bank's result queue
+        # and loads the pipeline register, is then an AND of flip-flops and `retire`, not
+        # the end of a select by the head beat's need). Its next value is chosen by take,
+        # last: the banks' take_ok after this cycle's pop at the need of the beat that
+        # reaches the head next (`beatf.next_data`), or without a pop at the head beat's
+        # need (or the next beat's, when the head is empty). A register copy checks it.
+        nb_need = data.View(need_f.shape, beatf.next_data)
+        tk_ok = Signal()
+        tk_now = []
         for b, bk in enumerate(banks):
-            okb = Signal(name=f"tk_bank_ok{b}")
-            m.d.comb += okb.eq(Array([Const(1, 1)] + [bk.take_ok[k] for k in range(L)])
-                               [ab.need[b]])
-            bank_ok.append(okb)
+            m.d.comb += [bk.need_pop.eq(nb_need[b]),
+                         bk.need_keep.eq(Mux(beatf.r_rdy, ab.need[b], nb_need[b]))]
+            tk_now.append(Array([Const(1, 1)] + [bk.take_ok[k] for k in range(L)])[ab.need[b]])
         take = Signal()
-        m.d.comb += take.eq(beatf.r_rdy & Cat(*bank_ok).all() & (~rp_valid | retire))
+        m.d.sync += tk_ok.eq(Mux(take, Cat(*[bk.ok_pop for bk in banks]).all(),
+                                 Cat(*[bk.ok_keep for bk in banks]).all()))
+        m.d.comb += take.eq(beatf.r_rdy & tk_ok & (~rp_valid | retire))
+        self.register_copies.append(
+            ("tk_ok is every bank's take_ok at the head beat's need", Const(0, 1),
+             beatf.r_rdy & (tk_ok != Cat(*tk_now).all())))
         m.d.comb += beatf.r_en.eq(take)
         # Forwarding selects, decided at take (timing: the assign stage ANDs registered
         # one-hot selects with the values, no ordinal compares between its pipeline register
@@ -842,7 +881,12 @@ class MiniBatchFragmenter(wiring.Component):
         eb = e0
         r_np = verdf.r_data[0]
         term_pending = Signal()
-        out_rdy = Mux(r_np, outn.w_rdy, outp.w_rdy)
+        # room in the output FIFOs as registers (timing: the terminator's write, `do_term`,
+        # clears `term_pending` and publishes the statistics; it and `emit` then start at
+        # flip-flops, not at the FIFOs' level compares)
+        op_room = _room_reg(m, outp, 4, outp.w_en, "op_room")
+        on_room = _room_reg(m, outn, 4, outn.w_en, "on_room")
+        out_rdy = Mux(r_np, on_room, op_room)
         emit = Signal()                      # a beat of a sample leaves
         emit_end = Signal()                  # a record that only ends the mini-batch leaves
         m.d.comb += [
@@ -858,7 +902,7 @@ class MiniBatchFragmenter(wiring.Component):
         term = Signal(out_layout)
         m.d.comb += term.last.eq(1)
         do_term = Signal()
-        m.d.comb += do_term.eq(term_pending & outp.w_rdy & outn.w_rdy)
+        m.d.comb += do_term.eq(term_pending & op_room & on_room)
         m.d.comb += [
             outp.w_en.eq((emit & ~r_np) | do_term),
             outn.w_en.eq((emit & r_np) | do_term),

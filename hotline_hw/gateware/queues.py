@@ -15,9 +15,10 @@ are registers (a few entries each).
 
 from amaranth.hdl import Array, Const, Elaboratable, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data
+from amaranth.lib.memory import Memory
 from amaranth.utils import ceil_log2
 
-__all__ = ["MultiQueue", "RingQueue"]
+__all__ = ["MultiQueue", "PeekFIFO", "RingQueue"]
 
 
 def _by_count(cands, n, en, m=None, name=None):
@@ -290,4 +291,70 @@ class RingQueue(Elaboratable):
                                       self.tail))]
         with m.If(self.restart):
             m.d.sync += [self.head.eq(0), self.tail.eq(0)]
+        return m
+
+
+class PeekFIFO(Elaboratable):
+    """A ``SyncFIFOBuffered`` (same ports, same cycle behaviour) that also shows the entry
+    its output register loads next.
+
+    ``r_data`` is a register loaded from a LUT RAM (``depth - 1`` entries) when it is empty
+    or read; ``next_data`` is bits ``peek`` (a ``slice``; all by default) of that RAM's
+    asynchronous read at the read pointer, valid while ``next_rdy`` (the RAM holds an
+    entry). A reader can then decide in the cycle before an
+    entry reaches ``r_data`` (the fragmenter's take stage registers its "the head beat may
+    leave" from the next beat's need).
+
+    Ports: ``w_en``, ``w_data``, ``w_rdy``, ``r_en``, ``r_data``, ``r_rdy``, ``level`` (as
+    ``SyncFIFOBuffered``), ``next_data``, ``next_rdy``.
+    """
+
+    def __init__(self, *, width, depth, peek=None):
+        assert depth >= 3
+        self.width, self.depth = width, depth
+        self.peek = peek if peek is not None else slice(0, width)
+        self.w_en = Signal()
+        self.w_data = Signal(width)
+        self.w_rdy = Signal()
+        self.r_en = Signal()
+        self.r_data = Signal(width, reset_less=True)
+        self.r_rdy = Signal()
+        self.level = Signal(range(depth + 1))
+        self.next_data = Signal(len(range(width)[self.peek]))
+        self.next_rdy = Signal()
+
+    def elaborate(self, platform):
+        m = Module()
+        inner_depth = self.depth - 1
+        inner_level = Signal(range(inner_depth + 1))
+        m.d.comb += [self.w_rdy.eq(inner_level != inner_depth),
+                     self.next_rdy.eq(inner_level != 0)]
+        do_write = self.w_rdy & self.w_en
+        do_inner_read = self.next_rdy & (~self.r_rdy | self.r_en)
+
+        m.submodules.storage = storage = Memory(shape=self.width, depth=inner_depth, init=[])
+        w_port = storage.write_port()
+        r_port = storage.read_port(domain="comb")
+        produce = Signal(range(inner_depth))
+        consume = Signal(range(inner_depth))
+
+        def incr(v):
+            return Mux(v == inner_depth - 1, 0, v + 1)
+
+        m.d.comb += [w_port.addr.eq(produce), w_port.data.eq(self.w_data),
+                     w_port.en.eq(do_write), r_port.addr.eq(consume),
+                     self.next_data.eq(r_port.data[self.peek])]
+        with m.If(do_write):
+            m.d.sync += produce.eq(incr(produce))
+        with m.If(do_inner_read):
+            m.d.sync += [consume.eq(incr(consume)), self.r_data.eq(r_port.data)]
+        with m.If(do_write & ~do_inner_read):
+            m.d.sync += inner_level.eq(inner_level + 1)
+        with m.If(do_inner_read & ~do_write):
+            m.d.sync += inner_level.eq(inner_level - 1)
+        with m.If(do_inner_read):
+            m.d.sync += self.r_rdy.eq(1)
+        with m.Elif(self.r_en):
+            m.d.sync += self.r_rdy.eq(0)
+        m.d.comb += self.level.eq(inner_level + self.r_rdy)
         return m

@@ -137,3 +137,47 @@ def test_multi_queue_enables(update):
                                                     (8, 2, 2, True), (8, 1, 4, (2, 5))])
 def test_multi_queue(depth, npush, npop, update):
     run_queue("multi", depth, npush, npop, update=update, seed=depth + npush)
+
+
+@pytest.mark.parametrize("depth", [3, 4, 16])
+def test_peek_fifo_matches_sync_fifo_buffered(depth, seed=5, cycles=800):
+    """PeekFIFO beside Amaranth's SyncFIFOBuffered, same random writes and reads (reads
+    also while empty, writes also while full): every output and the level equal in every
+    cycle, and ``next_data`` (bits 2..5 peeked), while ``next_rdy``, is what ``r_data``
+    shows next time it changes."""
+    from amaranth.lib.fifo import SyncFIFOBuffered
+    from hotline_hw.gateware.queues import PeekFIFO
+
+    rng = random.Random(seed + depth)
+    m = Module()
+    m.submodules.ref = ref = SyncFIFOBuffered(width=W, depth=depth)
+    m.submodules.dut = dut = PeekFIFO(width=W, depth=depth, peek=slice(2, 6))
+    w_en, r_en, w_data = Signal(), Signal(), Signal(W)
+    m.d.comb += [ref.w_en.eq(w_en), dut.w_en.eq(w_en), ref.r_en.eq(r_en), dut.r_en.eq(r_en),
+                 ref.w_data.eq(w_data), dut.w_data.eq(w_data)]
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    checked = {"peeks": 0, "reads": 0}
+
+    async def bench(ctx):
+        expect_next = None
+        for _ in range(cycles):
+            wp, rp = rng.random(), rng.random()
+            ctx.set(w_en, rng.random() < wp)
+            ctx.set(r_en, rng.random() < rp)
+            ctx.set(w_data, rng.randrange(1 << W))
+            for a, b in ((ref.w_rdy, dut.w_rdy), (ref.r_rdy, dut.r_rdy), (ref.level, dut.level)):
+                assert ctx.get(a) == ctx.get(b)
+            if ctx.get(ref.r_rdy):
+                assert ctx.get(ref.r_data) == ctx.get(dut.r_data)
+                checked["reads"] += 1
+                if expect_next is not None:
+                    assert (ctx.get(dut.r_data) >> 2) & 0xF == expect_next
+                    checked["peeks"] += 1
+            loads = ctx.get(dut.next_rdy) and (not ctx.get(dut.r_rdy) or ctx.get(r_en))
+            expect_next = ctx.get(dut.next_data) if loads else None
+            await ctx.tick()
+
+    sim.add_testbench(bench)
+    sim.run()
+    assert checked["reads"] > cycles // 4 and checked["peeks"] > cycles // 8, checked
