@@ -11,6 +11,9 @@ are registers (a few entries each).
   entry, about a quarter of the logic (ulx3s, 4 writers x 4 entries of 37 bits: 604 LUT4
   against 2,291). The banks' input and index queues use it: their readers take one entry a
   cycle, or read at a slot known from an ordinal.
+* :class:`PeekFIFO` is a ``SyncFIFOBuffered`` that also shows the entry its output register
+  loads next: the fragmenter's beat FIFO, whose reader registers a decision about the next
+  beat a cycle ahead.
 """
 
 from amaranth.hdl import Array, Const, Elaboratable, Module, Mux, Shape, Signal, Value
