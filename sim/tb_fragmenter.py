@@ -63,8 +63,9 @@ LINT_WAIVERS = (
     # A de-dup bank's `take_ok` register is the reference the amaranth.sim register copy
     # checks the fragmenter's `tk_ok` against (dedup.py); no logic reads it, and Yosys
     # removes it.
-    Waiver("UNUSEDSIGNAL", r"^Signal is not used: 'b\d+_take_ok'$", instance=_FRAG,
-           reason="the reference of a register copy checked in amaranth.sim only"),
+    # Likewise B2's touched bit selected in one step, the reference of `b2_touched`.
+    Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(b\d+_take_ok|b2_touched_ref)'$",
+           instance=_FRAG, reason="the reference of a register copy checked in amaranth.sim only"),
     # Operands of +, -, <, > narrower than the operation (queue pointers plus counts,
     # ordinals minus `drained`): every signal of the unit is unsigned, and Verilog
     # zero-extends an unsigned operand exactly as Amaranth does.

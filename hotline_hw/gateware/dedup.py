@@ -184,6 +184,7 @@ class DedupBank(Elaboratable):
     def elaborate(self, platform):
         cfg, geo = self.cfg, self.geo
         m = Module()
+        self.register_copies = []
         m.submodules.in_q = in_q = self.in_q
         m.submodules.res_q = res_q = self.res_q
         m.submodules.wq = wq = self.wq
@@ -228,22 +229,20 @@ class DedupBank(Elaboratable):
         # slowest path of `ulx3s`). The word read at B0 holds every write up to that cycle
         # (the read port is transparent to B3's write); `touched` now holds the same
         # writes, as B3's write of the B0 cycle has been registered into it.
-        # With more than 32 sets the multiplexer is cut in two: B1 picks the bit of every
-        # group of 32 sets (`b2_tgrp`, one 32-to-1 multiplexer per group), B2 the group's.
+        # With more than 32 sets the multiplexer is cut in two, a stage earlier: B0 picks
+        # the bit of every group of 32 sets (`b1_tgrp`, one 32-to-1 multiplexer per group)
+        # and whether the write registered into `touched` in its cycle (w1) is to the op's
+        # set (`b1_thit`); B1 picks the group's bit and adds that write, so `b2_touched` is
+        # a register (timing: the group select in B2 sat ahead of the ways' compares, and
+        # the ulx3s placer put it far from the bank). A register copy checks it against
+        # the one-step select of B1.
         b2_raw = Signal(word_layout, reset_less=True)
         b2_touched = Signal()
         m.d.sync += [b2_valid.eq(b1_valid), b2_op.eq(b1_op), b2_raw.eq(rp.data)]
         gsz = TOUCHED_GROUP
-        if geo.sets <= gsz:
+        touched_split = geo.sets > gsz
+        if not touched_split:
             m.d.sync += b2_touched.eq(touched.bit_select(b1_op.lset, 1))
-        else:
-            gbits = exact_log2(gsz)
-            groups = geo.sets // gsz             # sets: a power of two
-            b2_tgrp = Signal(groups)
-            m.d.sync += b2_tgrp.eq(Cat(touched[g * gsz:(g + 1) * gsz]
-                                       .bit_select(b1_op.lset[:gbits], 1)
-                                       for g in range(groups)))
-            m.d.comb += b2_touched.eq(b2_tgrp.bit_select(b2_op.lset[gbits:], 1))
 
         # --- B2: compare the ways; put in the writes the word missed ------------------------
         # The word read missed the writes of this cycle (the op in B3) and of the cycle
@@ -272,6 +271,23 @@ class DedupBank(Elaboratable):
         w2_lset = Signal(geo.lset_bits)
         w2_oh = Signal(ways)
         w2_entry = Signal(entry)
+        if touched_split:
+            gbits = exact_log2(gsz)
+            groups = geo.sets // gsz             # sets: a power of two
+            b1_tgrp = Signal(groups)
+            b1_thit = Signal()
+            m.d.sync += [
+                b1_tgrp.eq(Cat(touched[g * gsz:(g + 1) * gsz].bit_select(op.lset[:gbits], 1)
+                               for g in range(groups))),
+                b1_thit.eq(w1_valid & (w1_lset == op.lset)),
+                b2_touched.eq(b1_tgrp.bit_select(b1_op.lset[gbits:], 1) | b1_thit),
+            ]
+            # the reference (nothing else reads it; Yosys removes it)
+            b2_touched_ref = Signal()
+            m.d.sync += b2_touched_ref.eq(touched.bit_select(b1_op.lset, 1))
+            self.register_copies.append(
+                (f"dedup bank {self.index}: B2's touched bit", Const(0, 1),
+                 b2_valid & (b2_touched != b2_touched_ref)))
         fb_oh = Signal(ways)
         fc_oh = Signal(ways)
         m.d.comb += [fb_oh.eq(Mux(w1_valid & (w1_lset == b2_op.lset), w1_oh, 0)),
@@ -337,7 +353,7 @@ class DedupBank(Elaboratable):
         # the word; a NEW is written only where no way holds the key, with every write its
         # word missed put in), and the op ahead's new entry fills one of our free ways.
         bank = f"dedup bank {self.index}"
-        self.register_copies = [
+        self.register_copies += [
             (f"{bank}: batch_start only while idle", Const(0, 1), self.batch_start & ~self.idle),
             (f"{bank}: B2 match one-hot", Const(0, 1),
              b2_valid & ((b2_match & (b2_match - 1)) != 0)),
