@@ -1,5 +1,5 @@
 """Bit-counting logic shared by the units."""
-from amaranth.hdl import Cat, Const, Value
+from amaranth.hdl import Array, Cat, Const, Value
 
 
 def _count(group):
@@ -36,3 +36,9 @@ def popcount(bits):
         level = [level[i] + level[i + 1] if i + 1 < len(level) else level[i]
                  for i in range(0, len(level), 2)]
     return level[0]
+
+
+def need_bit(bits, n):
+    """Whether the first ``n`` of ``bits`` are set, given ``bits`` as prefix ANDs (bit ``k``:
+    entries ``0 .. k`` qualify): bit ``n - 1``, and 1 for ``n = 0``."""
+    return Array([Const(1, 1)] + [bits[k] for k in range(len(bits))])[n]

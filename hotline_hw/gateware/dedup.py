@@ -51,7 +51,7 @@ from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.utils import ceil_log2, exact_log2
 
-from .bits import popcount
+from .bits import need_bit, popcount
 from .queues import MultiQueue, RingQueue
 
 __all__ = ["dedup_banks", "DedupBank", "KIND_NEW", "KIND_DUP", "KIND_FULL", "priority"]
@@ -518,9 +518,6 @@ class DedupBank(Elaboratable):
             cands.append(Cat(*bits))
         take_pop = Array(cands)[pop]
         m.d.sync += self.take_ok.eq(Mux(pop_en, take_pop, cands[0]))
-
-        def need_bit(bits, n):               # entries 0 .. n - 1 may leave (n = 0: yes)
-            return Array([Const(1, 1)] + [bits[k] for k in range(L)])[n]
 
         m.d.comb += [self.ok_pop.eq(need_bit(take_pop, self.need_pop)),
                      self.ok_keep.eq(need_bit(cands[0], self.need_keep))]

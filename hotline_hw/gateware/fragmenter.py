@@ -78,7 +78,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import bits_for, ceil_log2
 
 from ..hashing import SEED_DEDUP
-from .bits import popcount
+from .bits import need_bit, popcount
 from .cam import PopularityCAM
 from .dedup import KIND_DUP, KIND_FULL, KIND_NEW, BankGeometry, DedupBank
 from .hash import h3_expr
@@ -675,7 +675,7 @@ class MiniBatchFragmenter(wiring.Component):
         for b, bk in enumerate(banks):
             m.d.comb += [bk.need_pop.eq(nb_need[b]),
                          bk.need_keep.eq(Mux(beatf.r_rdy, ab.need[b], nb_need[b]))]
-            tk_now.append(Array([Const(1, 1)] + [bk.take_ok[k] for k in range(L)])[ab.need[b]])
+            tk_now.append(need_bit(bk.take_ok, ab.need[b]))
         take = Signal()
         m.d.sync += tk_ok.eq(Mux(take, Cat(*[bk.ok_pop for bk in banks]).all(),
                                  Cat(*[bk.ok_keep for bk in banks]).all()))
