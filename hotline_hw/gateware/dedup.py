@@ -442,6 +442,13 @@ class DedupBank(Elaboratable):
         # last.
         rptr = Signal(range(geo.res_depth + 1))
         r_wait = Signal()                    # the RAM is being read for the DUP at rptr
+        r_req = Signal()                     # ... the read was asked for (r_wait if it stays)
+        # `stays`: the entry at rptr of the last cycle was not popped, so it is now at the
+        # place the registered update and r_wait use. A register of its own (timing: the
+        # resolver's decision, from rptr through the entry's flags, and the fragmenter's
+        # take, the latest signal of the bank, meet only in the AND of two flip-flops
+        # here, not in one cone of logic that placement has to put near both)
+        stays = Signal()
         pushed = Signal(range(geo.entries + 1))
         m.d.sync += pushed.eq(Mux(wq.push_en, pushed + wq.push_n, pushed))
         e = res_q.at(rptr)
@@ -453,7 +460,8 @@ class DedupBank(Elaboratable):
                       for p in range(L + 1)]) for a in (0, 1)]
         m.d.sync += rptr.eq(Mux(pop_en, Mux(adv, nxt[1][pop], nxt[0][pop]),
                                 Mux(adv, (rptr + 1)[:len(rptr)], rptr)))
-        m.d.sync += r_wait.eq(0)
+        m.d.sync += [r_req.eq(0), stays.eq(~pop_en | (rptr >= pop))]
+        m.d.comb += r_wait.eq(r_req & stays)
         rl = geo.result_layout()
         rvalue = Signal(geo.value_bits)      # the index found for the DUP at rptr
         upd = Signal()                       # ... found this cycle
@@ -464,11 +472,13 @@ class DedupBank(Elaboratable):
         # index). An entry gains `resolved` a cycle later than the resolver finds it; the
         # resolver has moved past it by then.
         u_val = Signal(geo.value_bits)
+        u_found = Signal()                   # upd, registered (res_q.upd_en if it stays)
         m.d.sync += [
-            res_q.upd_en.eq(upd & (~pop_en | (rptr >= pop))),
+            u_found.eq(upd),
             res_q.upd_off.eq(Mux(pop_en, nxt[0][pop], rptr)),
             u_val.eq(rvalue),
         ]
+        m.d.comb += res_q.upd_en.eq(u_found & stays)
         m.d.comb += res_q.upd_data.eq(Cat(Const(0, rl["resolved"].offset), Const(1, 1), u_val))
         f_done, f_ram, f_known = [], [], []
         for k, ent in enumerate(res_q.entries):
@@ -492,7 +502,7 @@ class DedupBank(Elaboratable):
             with m.Elif(in_ram):
                 # the read answers next cycle; not if the fragmenter pops the entry now
                 # (it may take a DUP forwarded from its own pipeline)
-                m.d.sync += r_wait.eq(~pop_en | (rptr >= pop))
+                m.d.sync += r_req.eq(1)
             with m.Elif(known):
                 # wq restarts with the mini-batch and takes one value per ordinal, in order
                 m.d.comb += [upd.eq(1), rvalue.eq(wq.at_slot(e.ord)), adv.eq(1)]
@@ -525,7 +535,7 @@ class DedupBank(Elaboratable):
         # --- mini-batch boundary -----------------------------------------------------------
         with m.If(restart):
             m.d.sync += [touched.eq(0), newcnt.eq(0), drained.eq(0), pushed.eq(0), rptr.eq(0),
-                         res_q.upd_en.eq(0)]
+                         u_found.eq(0)]
 
         m.d.comb += self.idle.eq((in_q.level == 0) & ~b1_valid & ~b2_valid & ~b3_valid
                                  & ~w1_valid
