@@ -419,8 +419,23 @@ class AccessCounterArray(wiring.Component):
         remaining = [Signal(lanes, name=f"slot{j}_remaining") for j in range(depth)]
         for j in range(depth):
             m.d.comb += remaining[j].eq(slot_mask[j] & ~issued[j])
-        window_full = Signal()
-        m.d.comb += window_full.eq(Cat(*[r.any() for r in remaining]).all())
+        # Whether each slot empties this cycle, from registers of the slots (timing: the
+        # window's `free` slots drive `lookups.ready`, the accept and the load enables of
+        # every slot register; from `remaining` they came after the whole grant logic). A
+        # slot empties iff each of its pending lanes is granted: no two of them want the same
+        # bank (`slot_dup`) and no older slot wants one of its banks (`slot_banks`: the banks
+        # its pending lanes want). Both are registers loaded with the next mask's values; a
+        # register copy checks `emptied` against `remaining`.
+        slot_banks = [Signal(banks, name=f"slot{j}_banks") for j in range(depth)]
+        slot_dup = [Signal(name=f"slot{j}_dup") for j in range(depth)]
+        emptied = [Signal(name=f"slot{j}_emptied") for j in range(depth)]
+        for j in range(depth):
+            clash = Cat(*[slot_older[j][k] & (slot_banks[j] & slot_banks[k]).any()
+                          for k in range(depth) if k != j])
+            m.d.comb += emptied[j].eq(~slot_dup[j] & ~clash.any())
+        self.register_copies = [(f"slot{j} emptied", emptied[j], ~remaining[j].any())
+                                for j in range(depth)]
+        window_full = ~Cat(*emptied).any()
 
         sweep_go = Signal()
         sweep_last = Signal()
@@ -637,7 +652,29 @@ class AccessCounterArray(wiring.Component):
 
         # The next window: every slot keeps its lanes still to dispatch; an accepted beat
         # goes into the lowest slot left empty, as the youngest.
-        free = [~remaining[j].any() for j in range(depth)]
+        free = emptied
+
+        pairs = [(i, k) for i in range(lanes) for k in range(i + 1, lanes)]
+
+        def banks_and_dup(mask, bank, same):
+            """The banks the lanes of ``mask`` want (one-hot ``bank[i]`` per lane), and
+            whether two of them want the same bank (``same``: a bit per lane pair)."""
+            acc = Const(0, banks)
+            for i in range(lanes):
+                acc = acc | Mux(mask[i], bank[i], 0)
+            dup = Const(0, 1)
+            for n, (i, k) in enumerate(pairs):
+                dup = dup | (mask[i] & mask[k] & same[n])
+            return acc, dup
+
+        # the beat's one-hot bank per lane, and its lane pairs (i, k) in one bank
+        new_bank = data.View(data.ArrayLayout(banks, lanes), Cat(*[
+            Cat(*[new_sets[i][:bank_bits] == b for b in range(banks)]) for i in range(lanes)]))
+        new_same = Cat(*[new_sets[i][:bank_bits] == new_sets[k][:bank_bits] for i, k in pairs])
+        load_banks, load_dup = banks_and_dup(new_mask, new_bank, new_same)
+        # per slot, the lane pairs in one bank (loaded with the beat, as its banks)
+        slot_same = [Signal(max(1, len(pairs)), name=f"slot{j}_same", reset_less=True)
+                     for j in range(depth)]
         loads = []
         for j in range(depth):
             load = Signal(name=f"slot{j}_load")
@@ -648,12 +685,15 @@ class AccessCounterArray(wiring.Component):
                     slot_mask[j].eq(new_mask),
                     slot_keys[j].eq(p.keys),
                     slot_rows[j].eq(Cat(*[new_sets[i][bank_bits:] for i in range(lanes)])),
-                    slot_bank[j].eq(Cat(*[Cat(*[new_sets[i][:bank_bits] == b
-                                                for b in range(banks)])
-                                          for i in range(lanes)])),
+                    slot_bank[j].eq(new_bank),
+                    slot_same[j].eq(new_same),
+                    slot_banks[j].eq(load_banks),
+                    slot_dup[j].eq(load_dup),
                 ]
             with m.Else():
-                m.d.sync += slot_mask[j].eq(remaining[j])
+                keep_banks, keep_dup = banks_and_dup(remaining[j], slot_bank[j], slot_same[j])
+                m.d.sync += [slot_mask[j].eq(remaining[j]), slot_banks[j].eq(keep_banks),
+                             slot_dup[j].eq(keep_dup)]
         # a loaded slot: every other slot is older than it, it is older than none
         for j in range(depth):
             m.d.sync += slot_older[j].eq(Cat(*[
@@ -692,6 +732,8 @@ class AccessCounterArray(wiring.Component):
         # --- start: a new learning phase (highest priority) --------------------------------
         with m.If(self.start):
             m.d.sync += [slot_mask[j].eq(0) for j in range(depth)]
+            m.d.sync += [slot_banks[j].eq(0) for j in range(depth)]
+            m.d.sync += [slot_dup[j].eq(0) for j in range(depth)]
             m.d.sync += [
                 sweep_pending.eq(1),
                 sweep_kind.eq(_OP_CLEAR),

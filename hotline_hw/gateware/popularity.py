@@ -75,6 +75,8 @@ class PopularityEngine(wiring.Component):
     def __init__(self, cfg):
         self.cfg = cfg
         self._counters = AccessCounterArray(cfg)
+        # parts whose `register_copies` the amaranth.sim tests check (sim/register_copies.py)
+        self.register_copy_parts = [self._counters]
         self._install = InstallEngine(cfg)
         self._cam = PopularityCAM(cfg)
         self.LATENCY = self._cam.LATENCY

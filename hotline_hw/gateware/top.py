@@ -132,7 +132,7 @@ class HotlineAccelerator(wiring.Component):
         frag_clear = Signal()
         frag_rst = Signal()
         frag = MiniBatchFragmenter(cfg, pop.LATENCY)
-        self.register_copy_parts = [dma, frag]
+        self.register_copy_parts = [dma, frag, pop]
         m.submodules.fragmenter = ResetInserter(frag_rst)(frag)
 
         wiring.connect(m, wiring.flipped(self.s_axil), regs.s_axil)

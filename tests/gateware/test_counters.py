@@ -16,6 +16,7 @@ from golden.model import HotlineModel
 from hotline_hw.config import preset
 from hotline_hw.gateware.counters import AccessCounterArray
 from hotline_hw.hashing import SEED_COUNTER, h3_np
+from sim.register_copies import watch_register_copies
 
 # Two array sizes; the small one has 3-bit counters, so hot keys saturate.
 SIZES = {
@@ -289,6 +290,7 @@ def rtl_counters(cfg, phases, *, learn_period=None, seed=0, idle_prob=0.0,
     sim = Simulator(dut)
     sim.add_clock(1e-8)
     sim.add_testbench(testbench)
+    watch_register_copies(sim, dut)
     sim.run()
     return run
 
