@@ -137,7 +137,12 @@ class DedupBank(Elaboratable):
         has not retired: the resolver passes such a ``DUP`` there instead of waiting.
     fwd_lo : In, an ordinal
         A ``DUP`` with ordinal ``>= fwd_lo`` may leave unresolved: the fragmenter forwards
-        its index (its ``NEW`` is in the beat retired last or later).
+        its index (its ``NEW`` is in the beat retired last or later). A register of the
+        fragmenter, which tells the bank its next value:
+    fwd_step, fwd_clear, fwd_cnt : In
+        ``fwd_lo`` takes ``0`` (``fwd_clear``) or else ``fwd_cnt`` at this cycle's edge when
+        ``fwd_step`` (the fragmenter's retire); ``fwd_cnt`` is a register. (The bank keeps
+        each result's ``ord >= fwd_lo`` as a flip-flop.)
     take_ok : Out(lanes), a register
         Bit ``k``: res_q holds entries ``0 .. k`` and each may leave now: not a ``DUP``,
         resolved, or a ``DUP`` with ordinal ``>= fwd_lo``. Computed from the previous
@@ -173,6 +178,9 @@ class DedupBank(Elaboratable):
         self.wq = RingQueue(geo.value_bits, geo.wq_depth, L, 1, name=f"{p}_wq")
         self.head_need = Signal(range(L + 1), name=f"{p}_head_need")
         self.fwd_lo = Signal(range(geo.entries + 1), name=f"{p}_fwd_lo")
+        self.fwd_step = Signal(name=f"{p}_fwd_step")
+        self.fwd_clear = Signal(name=f"{p}_fwd_clear")
+        self.fwd_cnt = Signal(range(geo.entries + 1), name=f"{p}_fwd_cnt")
         self.take_ok = Signal(L, name=f"{p}_take_ok")
         self.need_pop = Signal(range(L + 1), name=f"{p}_need_pop")
         self.need_keep = Signal(range(L + 1), name=f"{p}_need_keep")
@@ -512,13 +520,47 @@ class DedupBank(Elaboratable):
                 # beat would wait for the resolver while the beat waits for them
                 m.d.comb += adv.eq(1)
 
+        # --- fwd_ok: ord >= fwd_lo for each entry of res_q, as flip-flops -----------------
+        # (timing: the compares of the entries' ordinals were the start of take_ok's
+        # logic; now they feed these registers.) Each flag moves with its entry, like
+        # res_q's registers (pop_en selects last). Its next value: the flag, or, if the
+        # fragmenter moves fwd_lo now, the compare with fwd_lo's next value (a register);
+        # for the entry pushed now, B3's matching ordinal (the ordinal of a `DUP`, the only
+        # kind that reads the flag) against fwd_lo's next value. A register copy checks
+        # every flag of a held `DUP` against the compare.
+        def at_next_lo(ordinal):
+            return Mux(self.fwd_step, self.fwd_clear | (ordinal >= self.fwd_cnt),
+                       ordinal >= self.fwd_lo)
+        depth = geo.res_depth
+        fwd_ok = [Signal(name=f"b{self.index}_fwd_ok{k}") for k in range(depth)]
+        push_ok = Signal()                   # the flag of the entry pushed now
+        m.d.comb += push_ok.eq(Mux(fa_m, at_next_lo(fa_entry.ord), at_next_lo(b3_m_ord)))
+        for j in range(depth):
+            cands = []
+            for p in range(L + 1):
+                s = j + p
+                if s >= depth:
+                    cands.append(fwd_ok[j])
+                    continue
+                kept = Mux(self.fwd_step,
+                           self.fwd_clear
+                           | (data.View(rl, res_q.entries[s]).ord >= self.fwd_cnt),
+                           fwd_ok[s])
+                cands.append(Mux(b3_valid & (res_q.level == s), push_ok, kept))
+            m.d.sync += fwd_ok[j].eq(Mux(pop_en, Array(cands)[pop], cands[0]))
+        for k in range(depth):
+            ek = data.View(rl, res_q.entries[k])
+            self.register_copies.append(
+                (f"{bank}: fwd_ok{k} is ord >= fwd_lo", Const(0, 1),
+                 (res_q.level > k) & (ek.kind == KIND_DUP)
+                 & (fwd_ok[k] != (ek.ord >= self.fwd_lo))))
+
         # --- take_ok: the entries that may leave, for the places after this cycle's pop ----
         nq = min(geo.res_depth, 2 * L)      # places k + pop: k < L, pop <= L
         okx = []
         for k in range(nq):
             ek = data.View(rl, res_q.entries[k])
-            okx.append((res_q.level > k) & ((ek.kind != KIND_DUP) | ek.resolved
-                                            | (ek.ord >= self.fwd_lo)))
+            okx.append((res_q.level > k) & ((ek.kind != KIND_DUP) | ek.resolved | fwd_ok[k]))
         cands = []
         for p in range(L + 1):
             bits, acc = [], Const(1, 1)

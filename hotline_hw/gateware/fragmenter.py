@@ -821,6 +821,8 @@ class MiniBatchFragmenter(wiring.Component):
                               & ~(rb.last & pend_valid))
         for b, bk in enumerate(banks):
             # counts from registers, handshakes in the queues' last mux (pop_en / push_en)
+            m.d.comb += [bk.fwd_step.eq(retire), bk.fwd_clear.eq(rb.last),
+                         bk.fwd_cnt.eq(fcnt[b])]
             m.d.comb += [bk.res_q.pop_n.eq(ab.need[b]), bk.res_q.pop_en.eq(take),
                          bk.head_need.eq(Mux(beatf.r_rdy, ab.need[b], 0)),
                          bk.wq.push_n.eq(rp_nn[b]), bk.wq.push_en.eq(retire)]
