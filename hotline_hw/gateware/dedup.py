@@ -440,11 +440,72 @@ class DedupBank(Elaboratable):
         self.register_copies.append(
             (f"{bank}: the restart acts while idle", Const(0, 1), restart & ~self.idle))
 
+        # --- per-entry flags of res_q as flip-flops -------------------------------------------
+        # Compares of each result's ordinal with a register of the bank or the fragmenter,
+        # kept as flip-flops that move with their entries like res_q's registers (pop_en
+        # selects last): the resolver and take_ok select and AND flags, with no ordinal
+        # compare after their entries (timing: the compares, carry chains from the
+        # entries, started the resolver's loop through rptr and take_ok's logic). A flag's
+        # next value for a held entry is its flag updated by the register's change this
+        # cycle; for the entry pushed now (B3), the compare of B3's matching ordinal (the
+        # ordinal of a `DUP`, the only kind whose flags are read) with the register's next
+        # value. Register copies check every flag of a held `DUP` against its compare.
+        rl = geo.result_layout()
+        depth = geo.res_depth
+        pop, pop_en = res_q.pop_n, res_q.pop_en
+        L = cfg.lanes
+        ents = [data.View(rl, res_q.entries[k]) for k in range(depth)]
+
+        def entry_flags(name, held_next, pushed_next, compare):
+            """``held_next(flag, ordinal)``: the next flag of a held entry;
+            ``pushed_next(ordinal)``: the flag of B3's ordinal pushed now;
+            ``compare(ordinal)``: the value the flag copies (for the register copy)."""
+            flags = [Signal(name=f"b{self.index}_{name}{k}") for k in range(depth)]
+            push_flag = Signal(name=f"b{self.index}_{name}_push")
+            m.d.comb += push_flag.eq(Mux(fa_m, pushed_next(fa_entry.ord),
+                                         pushed_next(b3_m_ord)))
+            for j in range(depth):
+                cands = []
+                for p in range(L + 1):
+                    s = j + p
+                    if s >= depth:
+                        cands.append(flags[j])
+                        continue
+                    cands.append(Mux(b3_valid & (res_q.level == s), push_flag,
+                                     held_next(flags[s], ents[s].ord)))
+                m.d.sync += flags[j].eq(Mux(pop_en, Array(cands)[pop], cands[0]))
+            for k in range(depth):
+                self.register_copies.append(
+                    (f"{bank}: {name}{k} copies its compare", Const(0, 1),
+                     (res_q.level > k) & (ents[k].kind == KIND_DUP)
+                     & (flags[k] != compare(ents[k].ord))))
+            return flags
+
+        # fwd_ok: ord >= fwd_lo (take_ok). fwd_lo moves (up, or to 0) with fwd_step.
+        fwd_ok = entry_flags(
+            "fwd_ok",
+            lambda f, o: Mux(self.fwd_step, self.fwd_clear | (o >= self.fwd_cnt), f),
+            lambda o: Mux(self.fwd_step, self.fwd_clear | (o >= self.fwd_cnt), o >= self.fwd_lo),
+            lambda o: o >= self.fwd_lo)
+        # in_ram: ord < drained (the resolver). drained steps by one with `drain`.
+        in_ram_f = entry_flags(
+            "in_ram",
+            lambda f, o: f | (drain & (o == drained)),
+            lambda o: (o < drained) | (drain & (o == drained)),
+            lambda o: o < drained)
+        # known: ord < pushed (the resolver). pushed moves up by wq.push_n with wq.push_en.
+        pushed = Signal(range(geo.entries + 1))
+        pushed_up = pushed + wq.push_n
+        known_f = entry_flags(
+            "known",
+            lambda f, o: f | (wq.push_en & (o < pushed_up)),
+            lambda o: (o < pushed) | (wq.push_en & (o < pushed_up)),
+            lambda o: o < pushed)
+
         # --- resolver ------------------------------------------------------------------------
         # `pushed` counts the values pushed into wq (drained + wq.level), so whether a DUP's
-        # value is known (ord < pushed) and where it is (ord < drained: RAM) are two compares
-        # of the entry's ord with registers, side by side; they are made for every entry
-        # of res_q at once and selected by rptr (timing: rptr only drives muxes). The next
+        # value is known (ord < pushed) and where it is (ord < drained: RAM) are two flags
+        # of the entry (above), selected by rptr (timing: rptr only drives muxes). The next
         # rptr is chosen among values precomputed from rptr alone, by adv, by res_q.pop_n
         # (a register of the fragmenter) and by res_q.pop_en (its take, the latest signal)
         # last.
@@ -457,12 +518,9 @@ class DedupBank(Elaboratable):
         # take, the latest signal of the bank, meet only in the AND of two flip-flops
         # here, not in one cone of logic that placement has to put near both)
         stays = Signal()
-        pushed = Signal(range(geo.entries + 1))
-        m.d.sync += pushed.eq(Mux(wq.push_en, pushed + wq.push_n, pushed))
+        m.d.sync += pushed.eq(Mux(wq.push_en, pushed_up, pushed))
         e = res_q.at(rptr)
         adv = Signal()
-        pop, pop_en = res_q.pop_n, res_q.pop_en
-        L = cfg.lanes
         # nxt[a][p]: rptr + a - p, at least 0
         nxt = [Array([Mux(rptr + a > p, (rptr + a - Const(p, len(rptr)))[:len(rptr)], 0)
                       for p in range(L + 1)]) for a in (0, 1)]
@@ -470,11 +528,10 @@ class DedupBank(Elaboratable):
                                 Mux(adv, (rptr + 1)[:len(rptr)], rptr)))
         m.d.sync += [r_req.eq(0), stays.eq(~pop_en | (rptr >= pop))]
         m.d.comb += r_wait.eq(r_req & stays)
-        rl = geo.result_layout()
         rvalue = Signal(geo.value_bits)      # the index found for the DUP at rptr
         upd = Signal()                       # ... found this cycle
         # The update is written into res_q a cycle later, from registers: the resolver's
-        # decision (rptr -> entry -> ordinal compares -> found) does not also drive the
+        # decision (rptr -> entry flags -> found) does not also drive the
         # update muxes of every res_q entry. The place is the one after this cycle's pop;
         # an entry popped now loses its update (the fragmenter took it with a forwarded
         # index). An entry gains `resolved` a cycle later than the resolver finds it; the
@@ -488,18 +545,13 @@ class DedupBank(Elaboratable):
         ]
         m.d.comb += res_q.upd_en.eq(u_found & stays)
         m.d.comb += res_q.upd_data.eq(Cat(Const(0, rl["resolved"].offset), Const(1, 1), u_val))
-        f_done, f_ram, f_known = [], [], []
-        for k, ent in enumerate(res_q.entries):
-            ek = data.View(rl, ent)
-            f_done.append((ek.kind != KIND_DUP) | ek.resolved)
-            f_ram.append(ek.ord < drained)
-            f_known.append(ek.ord < pushed)
+        f_done = [(ek.kind != KIND_DUP) | ek.resolved for ek in ents]
         done = Signal()
         in_ram = Signal()
         known = Signal()
         rsel = rptr[:ceil_log2(geo.res_depth)]
-        m.d.comb += [done.eq(Array(f_done)[rsel]), in_ram.eq(Array(f_ram)[rsel]),
-                     known.eq(Array(f_known)[rsel])]
+        m.d.comb += [done.eq(Array(f_done)[rsel]), in_ram.eq(Array(in_ram_f)[rsel]),
+                     known.eq(Array(known_f)[rsel])]
         # the index RAM is read at the entry's ordinal every cycle; used after an `in_ram`
         m.d.comb += ir.addr.eq(e.ord)
         with m.If(r_wait):
@@ -519,41 +571,6 @@ class DedupBank(Elaboratable):
                 # which forwards the index: pass it, or the entries behind it in the same
                 # beat would wait for the resolver while the beat waits for them
                 m.d.comb += adv.eq(1)
-
-        # --- fwd_ok: ord >= fwd_lo for each entry of res_q, as flip-flops -----------------
-        # (timing: the compares of the entries' ordinals were the start of take_ok's
-        # logic; now they feed these registers.) Each flag moves with its entry, like
-        # res_q's registers (pop_en selects last). Its next value: the flag, or, if the
-        # fragmenter moves fwd_lo now, the compare with fwd_lo's next value (a register);
-        # for the entry pushed now, B3's matching ordinal (the ordinal of a `DUP`, the only
-        # kind that reads the flag) against fwd_lo's next value. A register copy checks
-        # every flag of a held `DUP` against the compare.
-        def at_next_lo(ordinal):
-            return Mux(self.fwd_step, self.fwd_clear | (ordinal >= self.fwd_cnt),
-                       ordinal >= self.fwd_lo)
-        depth = geo.res_depth
-        fwd_ok = [Signal(name=f"b{self.index}_fwd_ok{k}") for k in range(depth)]
-        push_ok = Signal()                   # the flag of the entry pushed now
-        m.d.comb += push_ok.eq(Mux(fa_m, at_next_lo(fa_entry.ord), at_next_lo(b3_m_ord)))
-        for j in range(depth):
-            cands = []
-            for p in range(L + 1):
-                s = j + p
-                if s >= depth:
-                    cands.append(fwd_ok[j])
-                    continue
-                kept = Mux(self.fwd_step,
-                           self.fwd_clear
-                           | (data.View(rl, res_q.entries[s]).ord >= self.fwd_cnt),
-                           fwd_ok[s])
-                cands.append(Mux(b3_valid & (res_q.level == s), push_ok, kept))
-            m.d.sync += fwd_ok[j].eq(Mux(pop_en, Array(cands)[pop], cands[0]))
-        for k in range(depth):
-            ek = data.View(rl, res_q.entries[k])
-            self.register_copies.append(
-                (f"{bank}: fwd_ok{k} is ord >= fwd_lo", Const(0, 1),
-                 (res_q.level > k) & (ek.kind == KIND_DUP)
-                 & (fwd_ok[k] != (ek.ord >= self.fwd_lo))))
 
         # --- take_ok: the entries that may leave, for the places after this cycle's pop ----
         nq = min(geo.res_depth, 2 * L)      # places k + pop: k < L, pop <= L
