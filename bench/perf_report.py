@@ -312,19 +312,26 @@ def _entry(status, result=None, note="", where=None):
     return {"status": status, "result": result, "note": note, "dir": str(where) if where else None}
 
 
-def _match_opts(res, where=None):
-    """Whether result ``res`` (of build directory ``where``) was made with the report's flow:
-    device, package, speed, target and, for a placed result, nextpnr's arguments (seed 1, no
-    extra options: a `--seed 2` or `--nextpnr-arg` route of the same configuration, e.g. by
+#: The note of a result routed with the flow before it set the placer's timing weight.
+OLDER_FLOW_NOTE = ("routed with nextpnr's default placer timing weight (10); the flow now "
+                   "sets 30")
+
+
+def _flow(res, where=None):
+    """Which flow made result ``res`` (of build directory ``where``): ``"current"`` (the
+    report's: device, package, speed, target and, for a placed result, nextpnr's arguments,
+    seed 1 and no extra options), ``"older"`` (the same before the flow set the placer's
+    timing weight, ``fpga.ooc.TIMING_WEIGHT_ARGS``: shown, marked stale) or ``None`` (another
+    flow: a `--seed 2` or `--nextpnr-arg` route of the same configuration, e.g. by
     bench/pnr_sweep.py, is not the report's point). The arguments are the result's
     ``nextpnr_args``, else those of the build directory's ``nextpnr.sh``; a result with
-    neither (synthesis only, or saved before either existed) is taken as the default flow."""
+    neither (synthesis only, or saved before either existed) is taken as the current flow."""
     o = IMPL_OPTIONS
     if not (res.get("device", o["device"]) == o["device"]
             and res.get("speed", o["speed"]) == o["speed"]
             and res.get("package", o["package"]) == o["package"]
             and float(res.get("freq_mhz", o["freq_mhz"])) == float(o["freq_mhz"])):
-        return False
+        return None
     args = res.get("nextpnr_args")
     if not args and where is not None and not res.get("synth_only"):
         try:
@@ -332,19 +339,32 @@ def _match_opts(res, where=None):
         except OSError:
             args = None
     if not args:
-        return True
+        return "current"
     from fpga import ooc
     want = ooc.nextpnr_args(o["device"], o["package"], o["speed"], o["freq_mhz"], 1)
     if "--json" in args:             # nextpnr.sh names the files after the arguments
         args = args[:args.index("--json")]
-    return args == want
+    if args == want:
+        return "current"
+    tw = ooc.TIMING_WEIGHT_ARGS
+    if want[-len(tw):] == tw and args == want[:-len(tw)]:
+        return "older"
+    return None
+
+
+def _match_opts(res, where=None):
+    """Whether result ``res`` (of build directory ``where``) belongs in the report: made
+    with its flow or the older one (:func:`_flow`)."""
+    return _flow(res, where) is not None
 
 
 def _classify(cands, cfg, ident):
     """Newest current candidate, else the newest stale (or unverified) one; a placed and
     routed result before a synthesis-only one (``hotline-hw impl --synth-only``) of the
     same status."""
-    cands = sorted(cands, key=lambda e: (bool(e["result"].get("synth_only")), -e["mtime"]))
+    older = [_flow(e["result"], e["dir"]) == "older" for e in cands]
+    cands = [e for _, e in sorted(zip(older, cands), key=lambda t: (
+        t[0], bool(t[1]["result"].get("synth_only")), -t[1]["mtime"]))]
     want = ident.sha(cfg) if ident is not None else None
     if want is None:
         e = cands[0]
@@ -352,10 +372,14 @@ def _classify(cands, cfg, ident):
                       e["dir"])
     for e in cands:
         if _verilog_sha(e["dir"]) == want:
+            if _flow(e["result"], e["dir"]) == "older":
+                return _entry("stale", e["result"], OLDER_FLOW_NOTE, e["dir"])
             return _entry("current", e["result"], "", e["dir"])
     e = cands[0]
-    return _entry("stale", e["result"], "built from an earlier version of the sources",
-                  e["dir"])
+    note = "built from an earlier version of the sources"
+    if _flow(e["result"], e["dir"]) == "older":
+        note += "; " + OLDER_FLOW_NOTE
+    return _entry("stale", e["result"], note, e["dir"])
 
 
 def lookup_impl(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None, use_index=True,

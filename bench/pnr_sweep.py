@@ -5,7 +5,9 @@
 
 Routes the out-of-context core (``fpga.ooc.implement``, the flow of ``hotline-hw impl``)
 once per seed and per *variant* (a named set of extra nextpnr-ecp5 options, ``NAME=ARGS``
-with ARGS split on spaces; ``base=`` is nextpnr's defaults) and prints, per variant, the
+with ARGS split on spaces; ``base=`` is the flow's own options, which set the placer's
+timing weight to 30, ``fpga.ooc.TIMING_WEIGHT_ARGS``; ``tw10='--placer-heap-timingweight
+10'`` is nextpnr's default weight) and prints, per variant, the
 Fmax of every seed, their median and best, and the worst path of the best route.
 
 Why: nextpnr's placement moves a large netlist's Fmax by more than most timing cuts do
@@ -18,7 +20,7 @@ cache): rerunning prints the table at once, and adding a seed routes only that s
 needs ~2 GB). Example (the option study in docs/implementation.md)::
 
     python bench/pnr_sweep.py --lanes 1 --seeds 1,2,3 --variant base= \\
-        --variant ripup=--tmg-ripup --variant tw30='--placer-heap-timingweight 30'
+        --variant ripup=--tmg-ripup --variant tw10='--placer-heap-timingweight 10'
 """
 
 import argparse
@@ -105,7 +107,7 @@ def format_table(cfg_name, seeds, rows):
                         for s in seeds)
         med = f"{r['median']:>10.1f}" if r["median"] else f"{'-':>10}"
         best = f"{r['best']:>10.1f}" if r["best"] else f"{'-':>10}"
-        out.append(f"{r['variant']:<12}{cells}{med}{best}  {' '.join(r['args']) or '(defaults)'}")
+        out.append(f"{r['variant']:<12}{cells}{med}{best}  {' '.join(r['args']) or '(the flow options)'}")
     for r in rows:
         if r["worst_path"]:
             out.append(f"  {r['variant']} best (seed {r['best_seed']}): {r['worst_path']}")

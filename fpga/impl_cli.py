@@ -40,8 +40,9 @@ def add_command(sub, add_config_args, config_from_args, usage_error):
                    dest="nextpnr_arg",
                    help="a further nextpnr-ecp5 argument, repeatable (placer/router tuning: "
                         "--nextpnr-arg=--tmg-ripup, --nextpnr-arg=--placer-heap-timingweight "
-                        "--nextpnr-arg=20); part of the cache key. Not the flags the flow "
-                        "sets (--seed, --freq, --router, files, ...)")
+                        "--nextpnr-arg=10: nextpnr's default, instead of the flow's 30); "
+                        "part of the cache key. Not the flags the flow sets (--seed, --freq, "
+                        "--router, files, ...)")
     g.add_argument("--paths", type=int, default=5, metavar="N",
                    help="worst distinct paths to list (5; 0: nextpnr's critical path only)")
     g.add_argument("--synth-only", action="store_true",

@@ -246,6 +246,42 @@ def test_lookup_takes_the_report_flow_only(tmp_path):
     assert pr.lookup_impl(cfg, cache, ident=_Ident(sha1), use_index=False)["status"] == "missing"
 
 
+def test_lookup_marks_a_route_of_the_older_flow_stale(tmp_path):
+    """A route made before the flow set the placer's timing weight (nextpnr's default
+    arguments) stays in the report, marked stale with the reason, even with the current
+    Verilog; a route of the current flow is taken before it."""
+    import os
+    from fpga import ooc
+    cfg = preset("tiny")
+    cache = tmp_path / "impl"
+    o = pr.IMPL_OPTIONS
+    flow = ooc.nextpnr_args(o["device"], o["package"], o["speed"], o["freq_mhz"], 1)
+    older = flow[:-len(ooc.TIMING_WEIGHT_ARGS)]
+    assert "--placer-heap-timingweight" not in older
+    d1 = _entry(cache, "a" * 64, cfg, "module v1;")
+    r1 = json.loads((d1 / "result.json").read_text())
+    r1.update(nextpnr_args=older)
+    (d1 / "result.json").write_text(json.dumps(r1))
+    sha1 = hashlib.sha256(b"module v1;").hexdigest()
+    assert pr._flow(r1, d1) == "older" and pr._flow(dict(r1, nextpnr_args=flow)) == "current"
+    e = pr.lookup_impl(cfg, cache, ident=_Ident(sha1), use_index=False)
+    assert e["status"] == "stale" and e["note"] == pr.OLDER_FLOW_NOTE
+    e = pr.lookup_impl(cfg, cache, ident=_Ident("f" * 64), use_index=False)
+    assert e["status"] == "stale" and "earlier version" in e["note"]
+    assert pr.OLDER_FLOW_NOTE in e["note"]
+    # a weight of 10 given as an extra option is another flow, not the report's
+    r10 = dict(r1, nextpnr_args=ooc.nextpnr_args(extra=["--placer-heap-timingweight", "10"]))
+    assert pr._flow(r10) is None
+    # the current flow's route is taken before the older one, though older
+    d2 = _entry(cache, "b" * 64, cfg, "module v1;")
+    r2 = json.loads((d2 / "result.json").read_text())
+    r2.update(fmax_mhz=130.0, nextpnr_args=flow)
+    (d2 / "result.json").write_text(json.dumps(r2))
+    os.utime(d2 / "result.json", (1000, 1000))
+    e = pr.lookup_impl(cfg, cache, ident=_Ident(sha1), use_index=False)
+    assert e["status"] == "current" and e["result"]["fmax_mhz"] == 130.0
+
+
 def test_lookup_generic_by_name(tmp_path):
     cache = tmp_path / "impl"
     d = cache / ("c" * 64)
