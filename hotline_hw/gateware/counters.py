@@ -271,10 +271,19 @@ class AccessCounterArray(wiring.Component):
         cmax = self._cfg.counter_max
         return Mux(c == cmax, c, c + 1)
 
-    def _decide(self, m, key, old, sel, b):
+    def _decide(self, m, key, pre, fwd, f1, sel, b):
         """S2: drive ``sel`` (comb, one bit per way) with the ways a lookup of ``key`` writes
-        in the set ``old``: the hitting way(s) on a hit, else the victim (the smallest
+        in its set: the hitting way(s) on a hit, else the victim (the smallest
         ``(valid, count)``, invalid ways first, the lowest way on ties).
+
+        The set is S1's word ``pre``, or, where ``f1`` (two copies: keys, then valid bits
+        and counts) is set, S3's word after its write, given as ``fwd = (flag, key, tag_take,
+        cnt_take, cnt, old)`` (the operands of :meth:`_apply`). Each way's hit and each pair
+        compare is made on both words and ``f1`` selects the result (timing: the
+        read-modify-write loop S3 -> S2 -> S3, where a lookup follows one of the same row,
+        then runs through one compare of S3's registers, not through S3's new word, the
+        forwarding multiplexer and then the compare). A key compare of the forwarded word
+        is that of S3's key or of the old key, chosen by ``tag_take``.
 
         The victim is found by comparing every pair of ways in parallel (one comparator
         deep, instead of a tree of compare-and-select levels): way ``w`` is the victim iff
@@ -282,22 +291,28 @@ class AccessCounterArray(wiring.Component):
         """
         cfg = self._cfg
         ways, cbits = cfg.counter_ways, cfg.counter_bits
+        flag, fkey, tt, tc, cnt, old = fwd
 
         hits = []
+        key_is_s3 = Signal(name=f"s2_key_is_s3_b{b}")     # key equals S3's key
+        m.d.comb += key_is_s3.eq(fkey == key)
         for w in range(ways):
             h = Signal(name=f"s2_hit_b{b}_w{w}")
-            m.d.comb += h.eq(old[w].valid & (old[w].key == key))
+            hit_fwd = Mux(tt[w], flag & key_is_s3, old[w].valid & (old[w].key == key))
+            m.d.comb += h.eq(Mux(f1[0], hit_fwd, pre[w].valid & (pre[w].key == key)))
             hits.append(h)
         hit = Cat(*hits)
         # (valid, count): 0 for an invalid way, whose count is always 0 (ways are only
         # invalidated by a clear, which zeroes them, and a lookup makes a way valid)
-        vals = [Cat(old[w].count, old[w].valid) for w in range(ways)]
+        vals = [Cat(pre[w].count, pre[w].valid) for w in range(ways)]
+        fvals = [Cat(Mux(tc[w], cnt[w], old[w].count), Mux(tt[w], flag, old[w].valid))
+                 for w in range(ways)]
         # lt[(a, c)] for a > c: way a is strictly smaller than the lower way c
         lt = {}
         for a in range(ways):
             for c in range(a):
                 x = Signal(name=f"s2_lt_b{b}_{a}_{c}")
-                m.d.comb += x.eq(vals[a] < vals[c])
+                m.d.comb += x.eq(Mux(f1[1], fvals[a] < fvals[c], vals[a] < vals[c]))
                 lt[(a, c)] = x
         victim = Signal(ways, name=f"s2_victim_b{b}")
         for w in range(ways):
@@ -570,7 +585,8 @@ class AccessCounterArray(wiring.Component):
                     s2_old[w].valid.eq(Mux(s2_f1[1], s3_new[w].valid, s2_pre[w].valid)),
                     s2_old[w].count.eq(Mux(s2_f1[1], s3_new[w].count, s2_pre[w].count)),
                 ]
-            self._decide(m, s2.key, s2_old, s2_sel, b)
+            self._decide(m, s2.key, s2_pre, (s3_flag, s3.key, s3_tt, s3_tc, s3_cnt, s3_old),
+                         s2_f1, s2_sel, b)
             m.d.sync += [
                 s3.eq(s2),
                 s3_old.eq(s2_old),
