@@ -737,11 +737,18 @@ class MiniBatchFragmenter(wiring.Component):
         therm = [(scount_st < R - j) if R > j else Const(0, 1) for j in range(2 * L)]
         new = [rp_new[i] for i in range(L)]
         idx = [Signal(bits_for(cfg.staging_rows + L), name=f"r_idx{i}") for i in range(L)]
+        # sc[k] = scount_st + k, registers (timing: a lane's staging index is a select of
+        # them by rp_pre, not an adder after rp_pre; the adder's carry chain started the
+        # assign stage's 21-level path into the sample buffer's write data). A register
+        # copy checks each against scount_st + k.
+        sc = [Signal(len(idx[0]), name=f"r_sc{k}", init=k) for k in range(L)]
+        for k in range(L):
+            self.register_copies.append((f"r_sc{k} is scount_st + {k}", sc[k], scount_st + k))
         staged = [Signal(name=f"r_staged{i}") for i in range(L)]
         refused_flag = 1 << ib
         for i in range(L):
             m.d.comb += [
-                idx[i].eq(scount_st + rp_pre[i]),
+                idx[i].eq(Array(sc)[rp_pre[i]] if i else sc[0]),
                 staged[i].eq(new[i] & Array(room)[rp_pre[i]]),
                 newval[i].eq(Mux(staged[i], idx[i], refused_flag)),
             ]
@@ -922,9 +929,14 @@ class MiniBatchFragmenter(wiring.Component):
             with m.If(rb.last):
                 m.d.sync += scount_st.eq(0)
                 m.d.sync += [room[k].eq(int(R > k)) for k in range(L)]
+                m.d.sync += [sc[k].eq(k) for k in range(L)]
             with m.Else():
                 m.d.sync += scount_st.eq(Mux(scount_st + n_new > R, R, scount_st + n_new))
                 m.d.sync += [room[k].eq(Array(therm[k:k + L + 1])[n_new]) for k in range(L)]
+                # (the count after n new rows, saturated, plus k: one candidate per n, each
+                # from scount_st alone, chosen by n_new)
+                sat = [Mux(scount_st + n > R, R, scount_st + n) for n in range(L + 1)]
+                m.d.sync += [sc[k].eq(Array([c + k for c in sat])[n_new]) for k in range(L)]
 
         # ---- statistics ----------------------------------------------------------------
         # per retired beat: a count, or (`lane_bits`) one bit per lane, counted a cycle later
