@@ -627,7 +627,8 @@ class MiniBatchFragmenter(wiring.Component):
                   for i in range(L)]
         rp_new = Signal(L)                   # lane is a new row (a miss, KIND_NEW)
         rp_any_new = Signal()                # rp_new != 0
-        rp_pre = [Signal(range(L), name=f"rp_pre{i}") for i in range(L)]  # new rows before it
+        # new rows before it, one-hot (bit k: k new rows in the lanes before it; lane 0: none)
+        rp_pre = [None] + [Signal(L, name=f"rp_pre{i}") for i in range(1, L)]
         rp_rn = [Signal(range(L), name=f"rp_rn{i}") for i in range(L)]   # ... in its bank
         rp_nn = [Signal(range(L + 1), name=f"rp_nn{b}") for b in range(B)]  # new rows per bank
         # the new rows of the last HIST beats retired in this mini-batch, latest first
@@ -715,9 +716,11 @@ class MiniBatchFragmenter(wiring.Component):
             for i in range(L):
                 m.d.sync += [
                     rp_res[i].eq(ares[i]),
-                    rp_pre[i].eq(popcount(anew[j] for j in range(i))),
                     rp_rn[i].eq(popcount(anew[j] & (abank(j) == abank(i)) for j in range(i))),
                 ]
+            for i in range(1, L):
+                m.d.sync += rp_pre[i].eq(Cat(*[popcount(anew[j] for j in range(i)) == k
+                                               for k in range(L)]))
             for b in range(B):
                 m.d.sync += rp_nn[b].eq(popcount(anew[i] & (abank(i) == b) for i in range(L)))
         with m.Elif(retire):
@@ -737,19 +740,24 @@ class MiniBatchFragmenter(wiring.Component):
         therm = [(scount_st < R - j) if R > j else Const(0, 1) for j in range(2 * L)]
         new = [rp_new[i] for i in range(L)]
         idx = [Signal(bits_for(cfg.staging_rows + L), name=f"r_idx{i}") for i in range(L)]
-        # sc[k] = scount_st + k, registers (timing: a lane's staging index is a select of
-        # them by rp_pre, not an adder after rp_pre; the adder's carry chain started the
-        # assign stage's 21-level path into the sample buffer's write data). A register
-        # copy checks each against scount_st + k.
+        # sc[k] = scount_st + k, registers (timing: a lane's staging index is an AND-OR of
+        # them with the one-hot rp_pre, not an adder after rp_pre; the adder's carry chain
+        # started the assign stage's 21-level path into the sample buffer's write data). A
+        # register copy checks each against scount_st + k.
         sc = [Signal(len(idx[0]), name=f"r_sc{k}", init=k) for k in range(L)]
         for k in range(L):
             self.register_copies.append((f"r_sc{k} is scount_st + {k}", sc[k], scount_st + k))
         staged = [Signal(name=f"r_staged{i}") for i in range(L)]
         refused_flag = 1 << ib
         for i in range(L):
+            ix, rm = sc[0], room[0]          # (lane 0: no lane before it)
+            if i:
+                ix, rm = Const(0, len(sc[0])), (rp_pre[i] & Cat(*room)).any()
+                for k in range(L):
+                    ix = ix | Mux(rp_pre[i][k], sc[k], 0)
             m.d.comb += [
-                idx[i].eq(Array(sc)[rp_pre[i]] if i else sc[0]),
-                staged[i].eq(new[i] & Array(room)[rp_pre[i]]),
+                idx[i].eq(ix),
+                staged[i].eq(new[i] & rm),
                 newval[i].eq(Mux(staged[i], idx[i], refused_flag)),
             ]
         tag = [Signal(2, name=f"r_tag{i}") for i in range(L)]
