@@ -482,10 +482,12 @@ class DedupBank(Elaboratable):
             return flags
 
         # fwd_ok: ord >= fwd_lo (take_ok). fwd_lo moves (up, or to 0) with fwd_step.
+        def fwd_next(o):                     # ord >= fwd_lo's next value, when it steps
+            return self.fwd_clear | (o >= self.fwd_cnt)
         fwd_ok = entry_flags(
             "fwd_ok",
-            lambda f, o: Mux(self.fwd_step, self.fwd_clear | (o >= self.fwd_cnt), f),
-            lambda o: Mux(self.fwd_step, self.fwd_clear | (o >= self.fwd_cnt), o >= self.fwd_lo),
+            lambda f, o: Mux(self.fwd_step, fwd_next(o), f),
+            lambda o: Mux(self.fwd_step, fwd_next(o), o >= self.fwd_lo),
             lambda o: o >= self.fwd_lo)
         # in_ram: ord < drained (the resolver). drained steps by one with `drain`.
         in_ram_f = entry_flags(
@@ -576,7 +578,7 @@ class DedupBank(Elaboratable):
         nq = min(geo.res_depth, 2 * L)      # places k + pop: k < L, pop <= L
         okx = []
         for k in range(nq):
-            ek = data.View(rl, res_q.entries[k])
+            ek = ents[k]
             okx.append((res_q.level > k) & ((ek.kind != KIND_DUP) | ek.resolved | fwd_ok[k]))
         cands = []
         for p in range(L + 1):
