@@ -496,12 +496,27 @@ class DedupBank(Elaboratable):
             lambda o: (o < drained) | (drain & (o == drained)),
             lambda o: o < drained)
         # known: ord < pushed (the resolver). pushed moves up by wq.push_n with wq.push_en.
+        # Its next value is compared through registers `pushed_plus[n]` = pushed + n: an
+        # ordinal is compared with each of them, push_n (a register of the fragmenter)
+        # selects a compare (timing: the adder pushed + push_n ahead of the compares made
+        # the flags' longest path, 17-18 levels from push_n).
         pushed = Signal(range(geo.entries + 1))
         pushed_up = pushed + wq.push_n
+        pushed_plus = [None] + [Signal(range(geo.entries + L + 1), init=n,
+                                       name=f"pushed_plus{n}")
+                                for n in range(1, L + 1)]
+        for n in range(1, L + 1):
+            m.d.sync += pushed_plus[n].eq(Mux(wq.push_en, pushed_up + n, pushed_plus[n]))
+            self.register_copies.append(
+                (f"{bank}: pushed_plus{n} = pushed + {n}", pushed + n, pushed_plus[n]))
+
+        def pushed_now(o):                   # ord < pushed + push_n, if pushed now
+            return wq.push_en & Array([Const(0, 1)] + [o < pushed_plus[n]
+                                                       for n in range(1, L + 1)])[wq.push_n]
         known_f = entry_flags(
             "known",
-            lambda f, o: f | (wq.push_en & (o < pushed_up)),
-            lambda o: (o < pushed) | (wq.push_en & (o < pushed_up)),
+            lambda f, o: f | pushed_now(o),
+            lambda o: (o < pushed) | pushed_now(o),
             lambda o: o < pushed)
 
         # --- resolver ------------------------------------------------------------------------
@@ -597,6 +612,7 @@ class DedupBank(Elaboratable):
         with m.If(restart):
             m.d.sync += [touched.eq(0), newcnt.eq(0), drained.eq(0), pushed.eq(0), rptr.eq(0),
                          u_found.eq(0)]
+            m.d.sync += [pushed_plus[n].eq(n) for n in range(1, L + 1)]
 
         m.d.comb += self.idle.eq((in_q.level == 0) & ~b1_valid & ~b2_valid & ~b3_valid
                                  & ~w1_valid
