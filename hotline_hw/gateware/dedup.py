@@ -168,7 +168,10 @@ class DedupBank(Elaboratable):
         self.cfg, self.geo, self.index = cfg, geo, index
         L = cfg.lanes
         p = f"b{index}"
-        self.in_q = RingQueue(geo.op_layout(cfg), geo.in_depth, L, 1,
+        # the head op as flip-flops (registered peek; timing: B0's RAM address, touched-group
+        # select and B1's write-hit compare start from registers, not from a mux of the
+        # ring's entries by its head pointer)
+        self.in_q = RingQueue(geo.op_layout(cfg), geo.in_depth, L, 1, registered_peek=True,
                               name=f"{p}_in")
         # the resolver only sets `resolved` and `value` (the last fields): only they are updated
         rl = geo.result_layout()
