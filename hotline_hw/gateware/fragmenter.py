@@ -701,35 +701,15 @@ class MiniBatchFragmenter(wiring.Component):
         def hmatch(i, new_j, bank_j, ord_j):
             return new_j & (bank_j == abank(i)) & (ord_j == ares[i].ord)
 
-        # The history compares are made for every result a lane can take, bank b's result
-        # queue entry k (k < lanes), against the new rows of rp_* and h0 .. h2 (`hv[b][k]`,
-        # bit s * L + j: rp_*, h0, h1, h2), all registers; the lane's bank and rank at the
-        # beat FIFO's head select the vector after them (timing: the compares sat after the
-        # bank / rank multiplexer of the result, 12-13 ns from the beat FIFO's output).
-        hist_new = [rp_new] + h_new
-        hist_bank = [[rbank(j) for j in range(L)]] + h_bank
-        hist_ord = [[rp_res[j].ord for j in range(L)]] + h_ord
-        hv = []
-        for b, bk in enumerate(banks):
-            hv.append([])
-            for k in range(L):
-                o = bk.res_q.peek[k].ord
-                hv[b].append(Cat(*[hist_new[t][j] & ((hist_bank[t][j] == b) if bb else 1)
-                                   & (hist_ord[t][j] == o)
-                                   for t in range(HIST + 1) for j in range(L)]))
         for i in range(L):
             lanes_i = [hmatch(i, anew[j], abank(j), ares[j].ord) for j in range(i)]
-            if B > 1:
-                v = Array([Array(hv[b])[ab.rank[i][:max(1, ceil_log2(L))]]
-                           for b in range(B)])[ab.bank[i]]
-            else:
-                v = Array(hv[0])[ab.rank[i]]
-            vi = Signal(len(hv[0][0]), name=f"a_hv{i}")
-            m.d.comb += vi.eq(v)
+            c_h = [Cat(*[hmatch(i, h_new[t][j], h_bank[t][j] if bb else Const(0, 1),
+                                h_ord[t][j]) for j in range(L)]) for t in range(HIST)]
+            c_rp = Cat(*[hmatch(i, rp_new[j], rbank(j), rp_res[j].ord) for j in range(L)])
             with m.If(take):
                 if i:
                     m.d.sync += rp_fl[i].eq(Cat(*lanes_i))
-                m.d.sync += rp_hs[i].eq(Mux(retire, vi[:HIST * L], vi[L:]))
+                m.d.sync += rp_hs[i].eq(Mux(retire, Cat(c_rp, *c_h[:HIST - 1]), Cat(*c_h)))
         with m.If(take):
             m.d.sync += [rp_valid.eq(1), rp_beat.eq(beatf.r_data), rp_new.eq(Cat(*anew)),
                          rp_any_new.eq(Cat(*anew).any())]
