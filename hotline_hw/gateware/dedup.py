@@ -168,10 +168,7 @@ class DedupBank(Elaboratable):
         self.cfg, self.geo, self.index = cfg, geo, index
         L = cfg.lanes
         p = f"b{index}"
-        # the head op as flip-flops (registered peek; timing: B0's RAM address, touched-group
-        # select and B1's write-hit compare start from registers, not from a mux of the
-        # ring's entries by its head pointer)
-        self.in_q = RingQueue(geo.op_layout(cfg), geo.in_depth, L, 1, registered_peek=True,
+        self.in_q = RingQueue(geo.op_layout(cfg), geo.in_depth, L, 1,
                               name=f"{p}_in")
         # the resolver only sets `resolved` and `value` (the last fields): only they are updated
         rl = geo.result_layout()
@@ -499,23 +496,23 @@ class DedupBank(Elaboratable):
             lambda o: (o < drained) | (drain & (o == drained)),
             lambda o: o < drained)
         # known: ord < pushed (the resolver). pushed moves up by wq.push_n with wq.push_en.
-        # Its next value is a register selected by push_n (a register of the fragmenter):
-        # `pushed_plus[n]` = pushed + n, so the flags compare ordinals with a multiplexer
-        # of flip-flops (timing: the adder pushed + push_n ahead of the compares made the
-        # flags' longest path, 17-18 levels from push_n; comparing with every candidate
-        # and selecting after cost 3,200 LUT4 on `ulx3s`, for no measured gain).
+        # Its next value is compared through registers `pushed_plus[n]` = pushed + n: an
+        # ordinal is compared with each of them, push_n (a register of the fragmenter)
+        # selects a compare (timing: the adder pushed + push_n ahead of the compares made
+        # the flags' longest path, 17-18 levels from push_n).
         pushed = Signal(range(geo.entries + 1))
-        pushed_plus = [pushed] + [Signal(range(geo.entries + L + 1), init=n,
-                                         name=f"pushed_plus{n}") for n in range(1, L + 1)]
-        pushed_sel = Signal(range(geo.entries + L + 1), name=f"b{self.index}_pushed_sel")
-        m.d.comb += pushed_sel.eq(Array(pushed_plus)[wq.push_n])
+        pushed_up = pushed + wq.push_n
+        pushed_plus = [None] + [Signal(range(geo.entries + L + 1), init=n,
+                                       name=f"pushed_plus{n}")
+                                for n in range(1, L + 1)]
         for n in range(1, L + 1):
-            m.d.sync += pushed_plus[n].eq(Mux(wq.push_en, pushed_sel + n, pushed_plus[n]))
+            m.d.sync += pushed_plus[n].eq(Mux(wq.push_en, pushed_up + n, pushed_plus[n]))
             self.register_copies.append(
                 (f"{bank}: pushed_plus{n} = pushed + {n}", pushed + n, pushed_plus[n]))
 
         def pushed_now(o):                   # ord < pushed + push_n, if pushed now
-            return wq.push_en & (o < pushed_sel)
+            return wq.push_en & Array([Const(0, 1)] + [o < pushed_plus[n]
+                                                       for n in range(1, L + 1)])[wq.push_n]
         known_f = entry_flags(
             "known",
             lambda f, o: f | pushed_now(o),
@@ -538,7 +535,7 @@ class DedupBank(Elaboratable):
         # take, the latest signal of the bank, meet only in the AND of two flip-flops
         # here, not in one cone of logic that placement has to put near both)
         stays = Signal()
-        m.d.sync += pushed.eq(Mux(wq.push_en, pushed_sel, pushed))
+        m.d.sync += pushed.eq(Mux(wq.push_en, pushed_up, pushed))
         e = res_q.at(rptr)
         adv = Signal()
         # nxt[a][p]: rptr + a - p, at least 0

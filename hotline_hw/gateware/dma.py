@@ -1297,31 +1297,19 @@ class GatherScatterDMA(wiring.Component):
             def head(i):
                 return head_tag[i] if ids > 1 else head_tag[0]
             tag_in = Mux(r1_v & r1_last & (r1_id == rid), (head(r1_id) + ids)[:tb_], head(rid))
-        # `r_ptr`: the buffer address of the beat in r1 (= t_ptr[r_tag] before this cycle's
-        # step), selected as the beat is registered, the step of the beat ahead of it in r1
-        # forwarded (timing: the buffer's write address and the tag's step start from a
-        # register, not from r_tag through the tags' pointer multiplexer and an adder into
-        # every tag's pointer). A tag's entry is written (al_v) two cycles or more before
-        # its first beat reaches the R channel, so only r1's step needs forwarding.
-        r_ptr = dreg(db, "r_ptr")
-        self.register_copies.append(
-            ("dma: r_ptr = t_ptr[r_tag] with a beat in r1", Const(0, 1),
-             r1_v & (r_ptr != t_ptr[r_tag])))
         m.d.comb += axi.rready.eq(1)
         m.d.sync += r1_v.eq(axi.rvalid)
         with m.If(axi.rvalid):
             m.d.sync += [r1_id.eq(rid), r1_data.eq(axi.rdata), r_tag.eq(tag_in),
-                         r1_resp.eq(axi.rresp), r1_last.eq(axi.rlast),
-                         r_ptr.eq(Mux(r1_v & (r_tag == tag_in), (r_ptr + 1)[:db],
-                                      t_ptr[tag_in]))]
-        m.d.comb += [buf_wp.addr.eq(r_ptr), buf_wp.data.eq(r1_data),
+                         r1_resp.eq(axi.rresp), r1_last.eq(axi.rlast)]
+        m.d.comb += [buf_wp.addr.eq(t_ptr[r_tag]), buf_wp.data.eq(r1_data),
                      buf_wp.en.eq(r1_v), ta_rp.addr.eq(r_tag), ta_rp.en.eq(r1_v)]
         cap_r = Signal()
         m.d.sync += cap_r.eq(0)
         with m.If(cap_r):
             m.d.sync += self.error_addr.eq(ta_rp.data)
         with m.If(r1_v):
-            m.d.sync += [t_ptr[r_tag].eq(r_ptr + 1),
+            m.d.sync += [t_ptr[r_tag].eq(t_ptr[r_tag] + 1),
                          stats["bytes_read"].eq(stats["bytes_read"] + bb)]
             with m.If(r1_last):
                 m.d.sync += t_done[r_tag].eq(1)
