@@ -162,6 +162,7 @@ def run(board, preset=None, *, yosys=None, out="build/board_vs_core", flat=True,
                   *((flat_total("board"), flat_total("core"), flat_total("glue")) if flat
                     else ()))
     res.update(board=board, config=cfg.name, family=spec.family,
+               digest=plan.digest, date=time.strftime("%Y-%m-%d %H:%M:%S"),
                yosys_s={f"{w}{'_flat' if fl else ''}": round(sec, 1)
                         for (w, fl), (_, sec) in done.items()},
                tools={"yosys": yosys})

@@ -1105,12 +1105,147 @@ def limits_text(rows, measure):
     return "\n".join(out) if out else "_No implementation result in the cache yet._"
 
 
+# --- board builds ------------------------------------------------------------------------------
+
+def board_plan_digest(board, config=None):
+    """The build-plan digest (``fpga.build.Plan.digest``) the current sources give the board
+    top of ``board``: of ``config`` (a configuration dict, as a board report records it), or
+    of the board's default configuration; None when it cannot be made."""
+    try:
+        from fpga.boards import BOARDS
+        from fpga.build import board_config, make_plan
+        from hotline_hw.config import HotlineConfig
+
+        spec = BOARDS[board]
+        if config is None:
+            cfg = board_config(spec, preset(spec.default_preset), {}, False)
+        else:
+            cfg = HotlineConfig.from_dict(config)
+        return make_plan(spec, cfg).digest
+    except Exception:
+        return None
+
+
+def board_results(store=STORE, verify=True, digest=board_plan_digest):
+    """The committed board results (``<store>/boards``): ``(builds, proofs)``. ``builds``:
+    the reports of ``hotline-hw fpga`` builds (``<board>-<config>.json``); ``proofs``: the
+    module-by-module comparisons of ``bench/board_vs_core.py --save``
+    (``<board>-<config>-modules.json``). Each dict gains ``status``: ``current`` (its plan
+    digest is what the current sources give), ``stale``, or ``unverified`` (no digest
+    recorded, or ``verify`` off)."""
+    builds, proofs = [], []
+    memo = {}
+    for f in sorted(Path(store, "boards").glob("*.json")):
+        d = _load_json(f, None)
+        if not isinstance(d, dict):
+            continue
+        d["file"] = f.name
+        is_build = d.get("format") == "hotline-hw-fpga-report"
+        if not is_build and "modules" not in d:
+            continue
+        board = d.get("board")
+        cfg = d.get("config") if is_build else None
+        status = "unverified"
+        if verify and d.get("digest") and board:
+            key = (board, json.dumps(cfg, sort_keys=True))
+            if key not in memo:
+                memo[key] = digest(board, cfg)
+            if memo[key] is not None:
+                status = "current" if memo[key] == d["digest"] else "stale"
+        d["status"] = status
+        (builds if is_build else proofs).append(d)
+    return builds, proofs
+
+
+_MARK = {"current": "", "stale": " †", "unverified": " ‡"}
+
+
+def boards_text(builds, proofs):
+    """The report's board section: the builds' utilisation and Fmax, and the proof that the
+    board keeps the whole core (board - core = glue)."""
+    out = []
+    if builds:
+        rows = []
+        for b in builds:
+            s = b.get("summary") or {}
+            fm, tgt = s.get("fmax_mhz"), s.get("target_mhz")
+            if not b.get("ok"):
+                fmax = f"**failed**: {b.get('error') or '?'}"
+            elif fm is None:
+                fmax = "—"
+            else:
+                fmax = (f"{fm:.1f} MHz (target {tgt:g}: "
+                        f"{'met' if tgt is None or fm >= tgt else 'FAILED'})")
+            core = b.get("ooc_core") or {}
+            luts = _num(s.get("luts", s.get("lut4")))
+            if s.get("logic_cells"):                      # iCE40: LUT4 + FF share a cell
+                luts += f" ({_pair(s['logic_cells'])} LCs)"
+            rows.append([f"{b.get('board')} / {b.get('config_name')}{_MARK[b['status']]}",
+                         luts, _pair(s.get("ff")), _pair(s.get("bram")),
+                         _pair(s.get("dsp")), fmax,
+                         f"{b.get('build_s', 0) / 60:.0f} min",
+                         (f"{_num(core.get('luts'))} / {_num(core.get('ffs'))} / "
+                          f"{_num(core.get('brams'))}" if core else "—")])
+        out += ["Full builds (`hotline-hw fpga --board B`, the self-checking board top: "
+                "host RAM, program ROMs, signatures and UART around the core):", "",
+                _md_table(["board / config", "LUT4", "FF", "BRAM", "DSP",
+                           "Fmax (board clock)", "build", "OOC core LUT4 / FF / BRAM"],
+                          rows), ""]
+    for p in proofs:
+        t, f = p["totals"], p.get("flat")
+        n, bad = len(p["modules"]), p["mismatched"]
+        line = (f"- **{p['board']} / {p['config']}**{_MARK[p['status']]} "
+                f"(`bench/board_vs_core.py --board {p['board']}`"
+                + (f", {p['date']}" if p.get("date") else "") + "): "
+                + (f"all {n} modules of the accelerator have the same flip-flops, block RAMs "
+                   f"and DSPs on the board as alone; " if not bad else
+                   f"{len(bad)} of {n} modules differ on the board ({', '.join(bad)}); ")
+                + f"board - core = {t['board_minus_alone']['FF']:,} FF, "
+                f"{t['board_minus_alone']['BRAM']} BRAM against the glue's "
+                f"{t['glue']['FF']:,} FF, {t['glue']['BRAM']} BRAM")
+        if f:
+            line += ("; flattened (as the board build synthesises it): board "
+                     f"{f['board']['LUT4']:,} LUT4 / {f['board']['FF']:,} FF / "
+                     f"{f['board']['BRAM']} BRAM, core {f['alone']['LUT4']:,} / "
+                     f"{f['alone']['FF']:,} / {f['alone']['BRAM']}, glue "
+                     f"{f['glue']['LUT4']:,} / {f['glue']['FF']:,} / {f['glue']['BRAM']}: "
+                     + ("matches" if f["ok"] else "DIFFERS"))
+        out.append(line + ".")
+    if not out:
+        return "_No board result in `bench/results/boards` yet._"
+    if any(x["status"] != "current" for x in builds + proofs):
+        out.append("")
+        out.append("† built from an earlier version of the sources (its build plan differs "
+                   "from what the current sources give); ‡ not checked (no plan digest "
+                   "recorded, or `--no-verify`).")
+    return "\n".join(out)
+
+
+def _num(v):
+    return "—" if v is None else f"{v:,}"
+
+
+def _pair(v):
+    """``used/available`` of a utilisation pair, or the bare count."""
+    if isinstance(v, (list, tuple)) and len(v) == 2:
+        if v[0] is None:
+            return "—"
+        return f"{v[0]:,}/{v[1]:,}" if v[1] is not None else _num(v[0])
+    return _num(v)
+
+
+def _md_table(head, rows):
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+                     + ["| " + " | ".join(str(c) for c in r) + " |" for r in rows])
+
+
 def _short(name, n=70):
     name = str(name or "?").replace("\\", "")
     return name if len(name) <= n else "..." + name[-(n - 3):]
 
 
-def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/impl"):
+def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/impl",
+                    boards=None):
     n_have = sum(1 for r in rows if r["status"] not in ("missing", "failed")
                  and r["group"] != "other")
     n_pts = sum(1 for r in rows if r["group"] != "other")
@@ -1185,6 +1320,15 @@ def render_markdown(rows, measure, *, command, date, plots=(), cache_dir="build/
               "(1.0 = a beat every cycle); 128 reads in flight over 16 IDs, reads reordered.",
               "", dma_table(measure), "",
               "## Tool times", "", tools_table(measure), ""]
+    if boards is not None:
+        parts += ["## Board builds", "",
+                  "Does the board top keep the whole accelerator? Its utilisation must be "
+                  "the out-of-context core's plus the board glue (the FPGA-flow issue); "
+                  "`bench/board_vs_core.py` checks it module by module (`synth_<family> "
+                  "-noflatten` of the board top and of the core alone; LUT4 vary with ABC's "
+                  "mapping, flip-flops, block RAMs and DSPs must match). Results committed "
+                  "in `bench/results/boards` (docs/fpga.md tells how each was made).", "",
+                  boards_text(*boards), ""]
     if plots:
         parts += ["## Plots", ""]
         for title, rel in plots:
@@ -1364,7 +1508,8 @@ def report(args, log=print):
     plots = make_plots(rows, outdir / "perf")
     cmd = "bench/perf_report.py" + "".join(f" {a}" for a in args.argv)
     md = render_markdown(rows, measure, command=cmd, date=_now().replace("T", " "),
-                         plots=[(t, f"perf/{f}") for t, f in plots], cache_dir=str(cache_dir))
+                         plots=[(t, f"perf/{f}") for t, f in plots], cache_dir=str(cache_dir),
+                         boards=board_results(store or STORE, verify=not args.no_verify))
     md_path = outdir / "performance.md"
     md_path.write_text(md)
     return rows, measure, md_path

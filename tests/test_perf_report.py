@@ -468,3 +468,45 @@ def test_yosys_version_shown_and_mixed_versions_flagged(tmp_path):
     md = pr.render_markdown(pr.assemble(pts, impl, MEASURE), MEASURE, command="c", date="d")
     assert "lanes 1 -> 2: Fmax 70 -> 75 MHz, LUT4 33,000 -> 38,000." in md
     assert "do not compare" not in md
+
+
+def test_board_section_current_stale_and_unverified(tmp_path):
+    """The board section reads the committed board results: a build report and a module
+    comparison, each current or stale by its plan digest, unverified without one; a
+    comparison with a differing module says so."""
+    boards = tmp_path / "boards"
+    boards.mkdir()
+    build = {"format": "hotline-hw-fpga-report", "ok": True, "board": "hx8k", "config_name": "tiny-hx8k",
+             "config": {"name": "tiny-hx8k"}, "digest": "d1", "build_s": 120.0,
+             "summary": {"luts": 4607, "ff": [3215, 7680], "bram": [11, 32], "dsp": [0, 0],
+                         "fmax_mhz": 57.7, "target_mhz": 12.0}, "ooc_core": None}
+    kinds = {"LUT4": 0, "FF": 0, "BRAM": 0, "DSP": 0}
+    proof = {"board": "ulx3s", "config": "ulx3s", "digest": "d2", "date": "2026-12-05",
+             "modules": [{"module": "hotline"}, {"module": "hotline.dma"}],
+             "mismatched": ["hotline.dma"],
+             "totals": {"board_minus_alone": dict(kinds, FF=925, BRAM=14),
+                        "glue": dict(kinds, FF=925, BRAM=14)}}
+    (boards / "hx8k-tiny-hx8k.json").write_text(json.dumps(build))
+    (boards / "ulx3s-ulx3s-modules.json").write_text(json.dumps(proof))
+    (boards / "ignored.json").write_text(json.dumps({"something": "else"}))
+    digests = {"hx8k": "d1", "ulx3s": "other"}
+    builds, proofs = pr.board_results(tmp_path, digest=lambda b, c: digests[b])
+    assert [b["status"] for b in builds] == ["current"]
+    assert [p["status"] for p in proofs] == ["stale"]
+    text = pr.boards_text(builds, proofs)
+    assert "| hx8k / tiny-hx8k | 4,607 | 3,215/7,680 | 11/32 |" in text
+    assert "57.7 MHz (target 12: met)" in text
+    assert "**ulx3s / ulx3s** †" in text and "1 of 2 modules differ" in text
+    assert "925 FF, 14 BRAM against the glue's 925 FF, 14 BRAM" in text
+    builds, proofs = pr.board_results(tmp_path, verify=False, digest=None)
+    assert {x["status"] for x in builds + proofs} == {"unverified"}
+    assert "‡" in pr.boards_text(builds, proofs)
+    assert pr.boards_text([], []).startswith("_No board result")
+    # a build that failed says why; an iCE40 build gives its logic cells
+    failed = dict(build, ok=False, error="does not fit the device: ICESTORM_LC 7889/7680",
+                  summary={"lut4": 5360, "ff": 4135, "logic_cells": [7889, 7680],
+                           "bram": [9, 32], "dsp": [None, None], "fmax_mhz": None},
+                  status="current")
+    text = pr.boards_text([failed], [])
+    assert "| 5,360 (7,889/7,680 LCs) | 4,135 | 9/32 | — |" in text
+    assert "**failed**: does not fit the device" in text
