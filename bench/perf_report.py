@@ -1177,15 +1177,15 @@ def boards_text(builds, proofs):
                 fmax = (f"{fm:.1f} MHz (target {tgt:g}: "
                         f"{'met' if tgt is None or fm >= tgt else 'FAILED'})")
             core = b.get("ooc_core") or {}
-            luts = _num(s.get("luts", s.get("lut4")))
+            luts = _n(s.get("luts", s.get("lut4")))
             if s.get("logic_cells"):                      # iCE40: LUT4 + FF share a cell
                 luts += f" ({_pair(s['logic_cells'])} LCs)"
             rows.append([f"{b.get('board')} / {b.get('config_name')}{_MARK[b['status']]}",
                          luts, _pair(s.get("ff")), _pair(s.get("bram")),
                          _pair(s.get("dsp")), fmax,
                          f"{b.get('build_s', 0) / 60:.0f} min",
-                         (f"{_num(core.get('luts'))} / {_num(core.get('ffs'))} / "
-                          f"{_num(core.get('brams'))}" if core else "—")])
+                         (f"{_n(core.get('luts'))} / {_n(core.get('ffs'))} / "
+                          f"{_n(core.get('brams'))}" if core else "—")])
         out += ["Full builds (`hotline-hw fpga --board B`, the self-checking board top: "
                 "host RAM, program ROMs, signatures and UART around the core):", "",
                 _md_table(["board / config", "LUT4", "FF", "BRAM", "DSP",
@@ -1221,17 +1221,13 @@ def boards_text(builds, proofs):
     return "\n".join(out)
 
 
-def _num(v):
-    return "—" if v is None else f"{v:,}"
-
-
 def _pair(v):
     """``used/available`` of a utilisation pair, or the bare count."""
     if isinstance(v, (list, tuple)) and len(v) == 2:
         if v[0] is None:
             return "—"
-        return f"{v[0]:,}/{v[1]:,}" if v[1] is not None else _num(v[0])
-    return _num(v)
+        return f"{v[0]:,}/{v[1]:,}" if v[1] is not None else _n(v[0])
+    return _n(v)
 
 
 def _md_table(head, rows):
