@@ -4,7 +4,7 @@
                                   [--save FILE] [--json]
 
 Synthesises, with the hierarchy kept (``synth_ecp5 -noflatten`` / ``synth_ice40
--noflatten``), both the board's self-checking top (``fpga.build.make_plan``: the RTLIL the
+-noflatten``, the iCE40 with the board build's memory rules ``fpga.boards.ICE40_BLOCK_RAM``), both the board's self-checking top (``fpga.build.make_plan``: the RTLIL the
 board build synthesises) and the accelerator alone for the same configuration (Amaranth's
 RTLIL of :class:`hotline_hw.gateware.top.HotlineAccelerator`, the same path), then prints
 for every module of the accelerator its cells on the board and alone, and the board's other
@@ -53,16 +53,22 @@ CORE = "hotline"                 # the accelerator's module name when synthesise
 BOARD_PREFIX = "top.check.hotline"
 
 
-def _synth(il_text, top, family, out_dir, yosys, opts="", flat=False, blackbox=None):
+def _synth(il_text, top, family, out_dir, yosys, opts="", flat=False, blackbox=None,
+           before_map_ram=""):
     """``synth_<family>`` of an RTLIL text, hierarchy kept (or ``flat``; module
-    ``blackbox`` and its submodules left out, its ports kept): the ``stat``."""
+    ``blackbox`` and its submodules left out, its ports kept): the ``stat``.
+    ``before_map_ram``: Yosys commands run between the ``coarse`` and ``map_ram`` steps (the
+    board build's memory rules, ``fpga.boards.ICE40_BLOCK_RAM``)."""
     out_dir = Path(out_dir) / (("glue" if blackbox else "flat") if flat else "hier")
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / f"{top}.il").write_text(il_text)
     bb = f"blackbox {blackbox}\nhierarchy -top {top}\n" if blackbox else ""
+    synth = f"synth_{family}{'' if flat else ' -noflatten'} {opts} -top {top}"
+    if before_map_ram:
+        synth = (f"{synth} -run begin:map_ram\n{before_map_ram}\n"
+                 f"{synth} -run map_ram:")
     (out_dir / "synth.ys").write_text(
-        f"read_rtlil {top}.il\n{bb}synth_{family}{'' if flat else ' -noflatten'} {opts} "
-        f"-top {top}\ntee -q -o stat.json stat -json\n")
+        f"read_rtlil {top}.il\n{bb}{synth}\ntee -q -o stat.json stat -json\n")
     t0 = time.perf_counter()
     # fpga.ooc's runner: Yosys writes its whole log itself (yosys.log; YoWASP's Yosys stops
     # writing to its console at the first ABC run), and a failure raises ImplError with its tail
@@ -126,7 +132,7 @@ def run(board, preset=None, *, yosys=None, out="build/board_vs_core", flat=True,
     os.environ.setdefault("AMARANTH_USE_YOSYS", "builtin")
     from amaranth.back import rtlil
 
-    from fpga.boards import BOARDS
+    from fpga.boards import BOARDS, ICE40_BLOCK_RAM
     from fpga.build import board_config, make_plan
     from hotline_hw.config import preset as make_preset
     from hotline_hw.gateware.top import HotlineAccelerator
@@ -140,6 +146,8 @@ def run(board, preset=None, *, yosys=None, out="build/board_vs_core", flat=True,
     board_il = board_il.decode() if isinstance(board_il, bytes) else board_il
     core_il = rtlil.convert(HotlineAccelerator(cfg), name=CORE)
     opts = "-dsp" if "-dsp" in (spec.synth_opts or "") else ""
+    # the board build's memory rules, in both runs (board and core map memories alike)
+    mem_rules = ICE40_BLOCK_RAM if ICE40_BLOCK_RAM in (spec.script_after_synth or "") else ""
     log(f"board_vs_core: {board} / {cfg.name}: synth_{spec.family} -noflatten of the board "
         f"top and of the core alone ({yosys})")
     jobs = {("board", False): (board_il, "top", None), ("core", False): (core_il, CORE, None),
@@ -149,7 +157,7 @@ def run(board, preset=None, *, yosys=None, out="build/board_vs_core", flat=True,
         jobs = {k: v for k, v in jobs.items() if not k[1]}
     with ThreadPoolExecutor(2) as ex:
         futs = {key: ex.submit(_synth, il, top, spec.family, out / key[0], yosys, opts,
-                               flat=key[1], blackbox=bbox)
+                               flat=key[1], blackbox=bbox, before_map_ram=mem_rules)
                 for key, (il, top, bbox) in jobs.items()}
         done = {key: f.result() for key, f in futs.items()}
     mods = {key: _modules(st, spec.family) for key, (st, _) in done.items()}

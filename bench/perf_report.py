@@ -67,7 +67,7 @@ for _p in (REPO, REPO / "bench"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from hotline_hw.config import PRESETS, preset  # noqa: E402
+from hotline_hw.config import PRESETS, HotlineConfig, preset  # noqa: E402
 from sim.runner import _environ  # noqa: E402
 
 #: ECP5-85F (LFE5U-85F) capacity, as in ``fpga.ooc.DEVICES["85k"]``.
@@ -127,10 +127,9 @@ def design_points():
 
 
 def _fields(cfg_json_text):
-    """Configuration fields of a ``config.json`` text, without ``name``."""
-    d = json.loads(cfg_json_text)
-    d = d.get("config", d)
-    return {k: v for k, v in d.items() if k != "name"}
+    """Configuration fields of a ``config.json`` text, without ``name`` (a field the text
+    lacks at its default: ``HotlineConfig.stored_fields``)."""
+    return HotlineConfig.stored_fields(json.loads(cfg_json_text))
 
 
 def _cfg_key(cfg):
@@ -454,7 +453,6 @@ def _diff_text(cfg):
 def other_results(points, impl, cache_dir, *, ident=None, store=None):
     """Cached OOC results of configurations outside ``points`` (other engineers' variants):
     ``(extra points, {key: entry})``, newest per configuration."""
-    from hotline_hw.config import HotlineConfig
     used = {e.get("dir") for e in impl.values() if e.get("dir")}
     known = {_cfg_key(p.cfg) for p in points if p.group != "generic"}
     seen, pts, out = set(), [], {}

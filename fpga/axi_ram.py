@@ -57,8 +57,12 @@ class AxiRam(wiring.Component):
         bb = self.bus_bytes
         shift = bb.bit_length() - 1
         abits = self.depth.bit_length() - 1
+        # no_rw_check: a word read in a cycle where the write port writes its address is
+        # never used (reads and writes are separate states of the FSM below; the read port,
+        # enabled outside READ, is reloaded before its first beat), so Yosys needs no
+        # old-word emulation (a register and a multiplexer per data bit after the RAM)
         m.submodules.mem = mem = Memory(shape=self.data_bits, depth=self.depth,
-                                        init=self.init)
+                                        init=self.init, attrs={"no_rw_check": 1})
         wr = mem.write_port(granularity=8)
         rd = mem.read_port()
 
@@ -76,6 +80,11 @@ class AxiRam(wiring.Component):
         resp = Mux(decerr, 0b11, Mux(self.protocol_error, 0b10, 0b00))
         m.d.comb += [a.bid.eq(bid), a.rid.eq(bid), a.bresp.eq(resp), a.rresp.eq(resp),
                      a.rdata.eq(rd.data), a.rvalid.eq(rvalid), a.rlast.eq(rlast)]
+
+        # the RAM's data and address inputs follow the W channel and the burst address in
+        # every state (no AND with the state ahead of the RAM); only the enables decide
+        m.d.comb += [wr.addr.eq(addr[shift:shift + abits]), wr.data.eq(a.wdata),
+                     rd.addr.eq(addr[shift:shift + abits])]
 
         def outside(addr):
             if self.decode_bits >= self.addr_bits:
@@ -104,8 +113,6 @@ class AxiRam(wiring.Component):
                     m.next = "READ"
             with m.State("WRITE"):
                 m.d.comb += [a.wready.eq(1),
-                             wr.addr.eq(addr[shift:shift + abits]),
-                             wr.data.eq(a.wdata),
                              self.wbeat_addr.eq(addr), self.wbeat_data.eq(a.wdata),
                              self.wbeat_strb.eq(a.wstrb)]
                 with m.If(a.wvalid):
@@ -126,7 +133,6 @@ class AxiRam(wiring.Component):
                 # the read port's output is the R data: a new word is fetched whenever the
                 # beat on R is taken (or none is on R), so R runs at one beat per cycle
                 adv = ~rvalid | a.rready
-                m.d.comb += rd.addr.eq(addr[shift:shift + abits])
                 with m.If(adv):
                     with m.If(left != 0):
                         m.d.comb += rd.en.eq(1)

@@ -49,20 +49,46 @@ class BoardSpec:
 #: than any iCE40 of amaranth-boards has (UP5K 5280, HX8K 7680); the register block, the
 #: statistics and the 64-bit DMA address path did not scale with the configuration. These
 #: overrides shrink everything: one lane, 2 tables of 2^4 rows (5-bit keys), 3-bit sample
-#: ids, a 4-entry CAM, 2x2 counters of 3 bits, 2 staging rows per bank, one outstanding read,
-#: one-beat (8-byte) rows, 10 address bits (the board program's host RAM is 1 KiB) and 6-bit
-#: statistics (12-bit byte counts): every statistic the board program checks stays below
-#: 2^6 (the largest, STAT_LOOKUPS and STAT_LEARNED_LOOKUPS, is 32; the byte counts 128), so
-#: none wraps and each is compared at its full value. With these and the 32-bit board
-#: signatures (fpga/signature.py) the hx8k board build fits again after the pipelining for
-#: Fmax (docs/fpga.md). It does not fit the UP5K.
+#: ids, a 2-entry CAM, 2 direct-mapped counters of 3 bits, 2 staging rows per bank, one
+#: outstanding read, one-beat (8-byte) rows, 10 address bits (the board program's host RAM
+#: is 1 KiB) and 6-bit statistics (12-bit byte counts): every statistic the board program
+#: checks stays below 2^6 (the largest, STAT_LOOKUPS and STAT_LEARNED_LOOKUPS, is 32; the
+#: byte counts 128), so none wraps and each is compared at its full value. ``queue_ram``
+#: "block" keeps the beat queue out of flip-flops (the iCE40 has no LUT RAM). With these,
+#: the 32-bit board signatures (fpga/signature.py) and :data:`ICE40_BLOCK_RAM` the hx8k board
+#: build fits (docs/fpga.md). It does not fit the UP5K.
 ICE40_OVERRIDES = {
     "lanes": 1, "table_bits": 1, "row_bits": 4, "num_tables": 2, "max_sample_lookups": 2,
-    "sample_id_bits": 3, "counter_sets": 2, "counter_ways": 2, "counter_banks": 1,
-    "counter_bits": 3, "cam_entries": 4, "cam_ways": 4, "staging_rows": 2, "dedup_sets": 2,
+    "sample_id_bits": 3, "counter_sets": 2, "counter_ways": 1, "counter_banks": 1,
+    "counter_bits": 3, "cam_entries": 2, "cam_ways": 2, "staging_rows": 2, "dedup_sets": 2,
     "dedup_ways": 1, "max_outstanding_reads": 1, "axi_id_bits": 1, "row_bytes": 8,
-    "max_row_bytes": 8, "addr_bits": 10, "stats_bits": 6,
+    "max_row_bytes": 8, "addr_bits": 10, "stats_bits": 6, "queue_ram": "block",
 }
+
+#: Yosys commands between synth_ice40's ``coarse`` and ``map_ram`` steps (the memories are
+#: flattened and their read registers merged by then). First, memories Yosys puts in block
+#: RAM beyond its own choice: every memory with a synchronous read port that is at most 16
+#: bits wide (one SB_RAM40_4K each at these depths) or a ROM. Yosys' cost model keeps such
+#: small memories (the FIFOs, the DMA's filter, the de-dup and counter words) in flip-flops
+#: and multiplexers, which on the HX8K cost ~700 logic cells that its 32 block RAMs hold for
+#: free. Second, a memory with the ``no_rw_check`` attribute (the board's host RAM,
+#: ``fpga.axi_ram``) reads don't-care on a read/write collision: Yosys applies the attribute
+#: only where ``memory_dff`` merges a read register into a port, and Amaranth's read ports
+#: are synchronous already, so without this the host RAM gets old-word emulation (a write
+#: register and a multiplexer per data bit). Its one read and one write port: mask 1'1.
+ICE40_BLOCK_RAM = ("setattr -set ram_style \"block\" t:$mem_v2 r:RD_CLK_ENABLE=1'1 %i "
+                   "r:WIDTH<=16 r:WR_PORTS=0 %u %i\n"
+                   "setparam -set RD_COLLISION_X_MASK 1'1 t:$mem_v2 a:no_rw_check %i "
+                   "r:RD_PORTS=1 %i r:WR_PORTS=1 %i")
+
+
+def ice40_synth(opts=""):
+    """``synth_opts`` / ``script_after_synth`` of an iCE40 board: synth_ice40 stops before
+    ``map_ram``, :data:`ICE40_BLOCK_RAM` marks the memories, synth_ice40 runs on."""
+    pre = f"{opts} " if opts else ""
+    return {"synth_opts": f"{pre}-run begin:map_ram",
+            "script_after_synth": f"{ICE40_BLOCK_RAM}\nsynth_ice40 {pre}-top top -run map_ram:"}
+
 
 BOARDS = {b.name: b for b in (
     BoardSpec("ulx3s", "amaranth_boards.ulx3s:ULX3S_85F_Platform", "ecp5", "ulx3s",
@@ -81,11 +107,12 @@ BOARDS = {b.name: b for b in (
     BoardSpec("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "ice40", "tiny",
               "1BitSquared iCEBreaker, iCE40 UP5K (5280 LUT4, 30 BRAM), 12 MHz",
               leds=("fail", "pass_hb"), button=("button", 0), overrides=ICE40_OVERRIDES,
-              max_ram_bytes=1 << 11, bitstream=("top.bin",), synth_opts="-dsp"),
+              max_ram_bytes=1 << 11, bitstream=("top.bin",), **ice40_synth("-dsp")),
     BoardSpec("hx8k", "amaranth_boards.ice40_hx8k_b_evn:ICE40HX8KBEVNPlatform", "ice40", "tiny",
               "Lattice iCE40-HX8K breakout (7680 LUT4, 32 BRAM), 12 MHz",
               leds=("heartbeat", "running", "pass", "fail", "run0", "run1", "run2", "run3"),
-              overrides=ICE40_OVERRIDES, max_ram_bytes=1 << 11, bitstream=("top.bin",)),
+              overrides=ICE40_OVERRIDES, max_ram_bytes=1 << 11, bitstream=("top.bin",),
+              **ice40_synth()),
 )}
 
 

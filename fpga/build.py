@@ -19,6 +19,8 @@ import sys
 import time
 from pathlib import Path
 
+from hotline_hw.config import HotlineConfig
+
 from .board_top import BoardTop, expected_line
 from .program import make_program
 
@@ -177,8 +179,7 @@ def lattice_luts(cells):
 
 
 def _cfg_fields(d):
-    d = d.get("config", d)
-    return {k: v for k, v in d.items() if k != "name"}
+    return HotlineConfig.stored_fields(d)
 
 
 def _ooc_result(cfg, family, cache_dir=Path("build/impl"), verilog_sha=None):

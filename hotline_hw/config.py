@@ -143,6 +143,14 @@ class HotlineConfig:
         "2**width; the register's bits above it read 0. Narrow counters save logic on small "
         "FPGAs."})
 
+    # --- target technology -------------------------------------------------------------
+    queue_ram: str = field(default="lut", metadata={"doc":
+        "Memory of the fragmenter's beat queue, the one queue whose next entry is read "
+        "asynchronously: 'lut' (LUT RAM: ECP5, most FPGAs, ASIC register files) or 'block' "
+        "(for FPGAs without LUT RAM, such as the iCE40: only the bits read ahead stay "
+        "asynchronous, the rest sits in a synchronous-read RAM that maps to block RAM "
+        "instead of flip-flops). Same behaviour, cycle for cycle."})
+
     # --- reset values of run-time registers --------------------------------------------
     learn_period: int = field(default=1, metadata={"doc":
         "Reset value of LEARN_PERIOD: mini-batch n of a learning phase is sampled iff "
@@ -287,6 +295,8 @@ class HotlineConfig:
             fail("addr_bits", f"2**addr_bits must hold two rows of max_row_bytes "
                               f"({2 * self.max_row_bytes} bytes)")
         integer("stats_bits", 4, 32)
+        if self.queue_ram not in ("lut", "block"):
+            fail("queue_ram", "must be 'lut' or 'block'")
 
         integer("learn_period", 1, (1 << 16) - 1)
         integer("learn_threshold", 1, self.counter_max)
@@ -348,6 +358,17 @@ class HotlineConfig:
     def field_docs(cls):
         """``{field name: (type, default, doc)}`` in declaration order."""
         return {f.name: (f.type, f.default, f.metadata.get("doc", "")) for f in fields(cls)}
+
+    @classmethod
+    def stored_fields(cls, doc):
+        """The fields of a stored configuration (a ``config.json`` document or its
+        ``config`` mapping), each field it lacks at its default as :meth:`from_dict` fills
+        it (a file written before the field existed), ``name`` left out: what identifies a
+        configuration when stored results are matched to it."""
+        out = {f.name: f.default for f in fields(cls)}
+        out.update(doc.get("config", doc))
+        out.pop("name", None)
+        return out
 
     @classmethod
     def parse_changes(cls, items):

@@ -40,6 +40,7 @@ def test_kaggle_and_terabyte_key_formats():
     ("counter_bits", 24, "2..20"),
     ("counter_banks", 8192, "1..4096"),
     ("cam_kind", "tcam", "'full' or 'hash'"),
+    ("queue_ram", "distributed", "'lut' or 'block'"),
     ("cam_entries", 3000, "power of two"),
     ("cam_ways", 3, "power of two"),
     ("staging_rows", -1, "1..16777216"),
@@ -191,3 +192,17 @@ def test_parse_changes_types_and_errors():
         with pytest.raises(ConfigError) as e:
             HotlineConfig.parse_changes([item])
         assert e.value.field == field and field in str(e.value)
+
+
+def test_stored_fields_fill_fields_added_later():
+    """A config.json written before a field existed (the stored implementation results)
+    matches the configuration it was: the missing field takes its default, as from_dict
+    gives it; the name does not count. A field at another value still tells them apart."""
+    doc = json.loads(preset("tiny").to_json())
+    del doc["config"]["queue_ram"]
+    doc["config"]["name"] = "old-tiny"
+    assert HotlineConfig.stored_fields(doc) == HotlineConfig.stored_fields(
+        json.loads(preset("tiny").to_json()))
+    assert "name" not in HotlineConfig.stored_fields(doc)
+    assert HotlineConfig.stored_fields(doc) != HotlineConfig.stored_fields(
+        preset("tiny", queue_ram="block").to_dict())

@@ -388,7 +388,8 @@ class MiniBatchFragmenter(wiring.Component):
         need_f = beat_layout["need"]         # (the take stage peeks at the next beat's need)
         m.submodules.beatf = beatf = PeekFIFO(
             width=beat_layout.size, depth=beat_depth,
-            peek=slice(need_f.offset, need_f.offset + need_f.width))
+            peek=slice(need_f.offset, need_f.offset + need_f.width),
+            block_ram=cfg.queue_ram == "block")
         sbuf_depth = _pow2_at_least(2 * -(-msl // L) + 16)
         # The verdict FIFO never fills, so dispatch does not read its level (timing: its
         # level compare and adder were the longest path on the ulx3s). A sample's verdict

@@ -16,7 +16,7 @@ are registers (a few entries each).
   beat a cycle ahead.
 """
 
-from amaranth.hdl import Array, Const, Elaboratable, Module, Mux, Shape, Signal, Value
+from amaranth.hdl import Array, Cat, Const, Elaboratable, Module, Mux, Shape, Signal, Value
 from amaranth.lib import data
 from amaranth.lib.memory import Memory
 from amaranth.utils import ceil_log2
@@ -308,14 +308,22 @@ class PeekFIFO(Elaboratable):
     entry reaches ``r_data`` (the fragmenter's take stage registers its "the head beat may
     leave" from the next beat's need).
 
+    ``block_ram``: only the ``peek`` bits are kept in the asynchronous-read RAM; the others
+    are in a RAM with a synchronous read port, whose output register is their part of
+    ``r_data`` (same cycle behaviour). For FPGAs without LUT RAM (iCE40), where an
+    asynchronous read is built of flip-flops and multiplexers and a synchronous one maps to
+    block RAM.
+
     Ports: ``w_en``, ``w_data``, ``w_rdy``, ``r_en``, ``r_data``, ``r_rdy``, ``level`` (as
     ``SyncFIFOBuffered``), ``next_data``, ``next_rdy``.
     """
 
-    def __init__(self, *, width, depth, peek=None):
+    def __init__(self, *, width, depth, peek=None, block_ram=False):
         assert depth >= 3
         self.width, self.depth = width, depth
         self.peek = peek if peek is not None else slice(0, width)
+        assert self.peek.step in (None, 1)
+        self.block_ram = block_ram
         self.w_en = Signal()
         self.w_data = Signal(width)
         self.w_rdy = Signal()
@@ -335,22 +343,56 @@ class PeekFIFO(Elaboratable):
         do_write = self.w_rdy & self.w_en
         do_inner_read = self.next_rdy & (~self.r_rdy | self.r_en)
 
-        m.submodules.storage = storage = Memory(shape=self.width, depth=inner_depth, init=[])
-        w_port = storage.write_port()
-        r_port = storage.read_port(domain="comb")
+        if not self.block_ram:
+            m.submodules.storage = storage = Memory(shape=self.width, depth=inner_depth,
+                                                    init=[])
+            w_port = storage.write_port()
+            r_port = storage.read_port(domain="comb")
         produce = Signal(range(inner_depth))
         consume = Signal(range(inner_depth))
 
         def incr(v):
             return Mux(v == inner_depth - 1, 0, v + 1)
 
-        m.d.comb += [w_port.addr.eq(produce), w_port.data.eq(self.w_data),
-                     w_port.en.eq(do_write), r_port.addr.eq(consume),
-                     self.next_data.eq(r_port.data[self.peek])]
-        with m.If(do_write):
-            m.d.sync += produce.eq(incr(produce))
-        with m.If(do_inner_read):
-            m.d.sync += [consume.eq(incr(consume)), self.r_data.eq(r_port.data)]
+        if not self.block_ram:
+            m.d.comb += [w_port.addr.eq(produce), w_port.data.eq(self.w_data),
+                         w_port.en.eq(do_write), r_port.addr.eq(consume),
+                         self.next_data.eq(r_port.data[self.peek])]
+            with m.If(do_write):
+                m.d.sync += produce.eq(incr(produce))
+            with m.If(do_inner_read):
+                m.d.sync += [consume.eq(incr(consume)), self.r_data.eq(r_port.data)]
+        else:
+            # the peek bits: asynchronous read, registered into r_data on a read
+            lo, hi, _ = self.peek.indices(self.width)
+            m.submodules.peek_storage = pst = Memory(shape=hi - lo, depth=inner_depth, init=[])
+            pw, pr = pst.write_port(), pst.read_port(domain="comb")
+            peek_q = Signal(hi - lo, reset_less=True)
+            m.d.comb += [pw.addr.eq(produce), pw.data.eq(self.w_data[lo:hi]),
+                         pw.en.eq(do_write), pr.addr.eq(consume), self.next_data.eq(pr.data)]
+            with m.If(do_inner_read):
+                m.d.sync += peek_q.eq(pr.data)
+            rest = self.width - (hi - lo)
+            if rest:
+                # the other bits: a synchronous read of the same entry on the same cycle
+                # (never the entry being written: a write needs a free place, and the read
+                # one holds an entry), its output register holding them until the next read
+                m.submodules.storage = storage = Memory(shape=rest, depth=inner_depth,
+                                                        init=[])
+                w_port = storage.write_port()
+                r_port = storage.read_port(transparent_for=())
+                m.d.comb += [w_port.addr.eq(produce),
+                             w_port.data.eq(Cat(self.w_data[:lo], self.w_data[hi:])),
+                             w_port.en.eq(do_write), r_port.addr.eq(consume),
+                             r_port.en.eq(do_inner_read),
+                             self.r_data.eq(Cat(r_port.data[:lo], peek_q,
+                                                r_port.data[lo:]))]
+            else:
+                m.d.comb += self.r_data.eq(peek_q)
+            with m.If(do_write):
+                m.d.sync += produce.eq(incr(produce))
+            with m.If(do_inner_read):
+                m.d.sync += consume.eq(incr(consume))
         with m.If(do_write & ~do_inner_read):
             m.d.sync += inner_level.eq(inner_level + 1)
         with m.If(do_inner_read & ~do_write):

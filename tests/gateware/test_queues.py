@@ -139,19 +139,23 @@ def test_multi_queue(depth, npush, npop, update):
     run_queue("multi", depth, npush, npop, update=update, seed=depth + npush)
 
 
+@pytest.mark.parametrize("block_ram,lo,hi", [(False, 2, 6), (True, 2, 6), (True, 0, 3),
+                                              (True, W - 3, W), (True, 0, W)])
 @pytest.mark.parametrize("depth", [3, 4, 16])
-def test_peek_fifo_matches_sync_fifo_buffered(depth, seed=5, cycles=800):
+def test_peek_fifo_matches_sync_fifo_buffered(depth, block_ram, lo, hi, seed=5, cycles=800):
     """PeekFIFO beside Amaranth's SyncFIFOBuffered, same random writes and reads (reads
     also while empty, writes also while full): every output and the level equal in every
-    cycle, and ``next_data`` (bits 2..5 peeked), while ``next_rdy``, is what ``r_data``
-    shows next time it changes."""
+    cycle, and ``next_data`` (bits lo..hi-1 peeked), while ``next_rdy``, is what ``r_data``
+    shows next time it changes. With ``block_ram`` (the bits outside the peek in a
+    synchronous-read RAM) at a peek in the middle, at either end and over the whole word."""
     from amaranth.lib.fifo import SyncFIFOBuffered
     from hotline_hw.gateware.queues import PeekFIFO
 
     rng = random.Random(seed + depth)
     m = Module()
     m.submodules.ref = ref = SyncFIFOBuffered(width=W, depth=depth)
-    m.submodules.dut = dut = PeekFIFO(width=W, depth=depth, peek=slice(2, 6))
+    m.submodules.dut = dut = PeekFIFO(width=W, depth=depth, peek=slice(lo, hi),
+                                      block_ram=block_ram)
     w_en, r_en, w_data = Signal(), Signal(), Signal(W)
     m.d.comb += [ref.w_en.eq(w_en), dut.w_en.eq(w_en), ref.r_en.eq(r_en), dut.r_en.eq(r_en),
                  ref.w_data.eq(w_data), dut.w_data.eq(w_data)]
@@ -172,7 +176,7 @@ def test_peek_fifo_matches_sync_fifo_buffered(depth, seed=5, cycles=800):
                 assert ctx.get(ref.r_data) == ctx.get(dut.r_data)
                 checked["reads"] += 1
                 if expect_next is not None:
-                    assert (ctx.get(dut.r_data) >> 2) & 0xF == expect_next
+                    assert (ctx.get(dut.r_data) >> lo) & ((1 << (hi - lo)) - 1) == expect_next
                     checked["peeks"] += 1
             loads = ctx.get(dut.next_rdy) and (not ctx.get(dut.r_rdy) or ctx.get(r_en))
             expect_next = ctx.get(dut.next_data) if loads else None
