@@ -184,12 +184,15 @@ def _cfg_fields(d):
 
 def _ooc_result(cfg, family, cache_dir=Path("build/impl"), verilog_sha=None):
     """The newest placed and routed out-of-context implementation (:mod:`fpga.ooc`, its
-    cache ``cache_dir``) of ``cfg``'s configuration (name aside), for an ECP5 board: the
-    core's own ``luts``/``ffs``/``brams``/``dsps``/``fmax_mhz``, its ``dir`` and ``current``
-    (its Verilog equals ``verilog_sha``, the core the board embeds; None when unknown).
-    None when the cache holds no such result or the board is not an ECP5."""
+    cache ``cache_dir``) of ``cfg``'s configuration (name aside), for an ECP5 board, built
+    from the core the board embeds when there is one (its Verilog equals ``verilog_sha``;
+    an experiment routed later from other sources does not hide it): the core's own
+    ``luts``/``ffs``/``brams``/``dsps``/``fmax_mhz``, its ``dir`` and ``current`` (built from
+    that core; None when unknown). None when the cache holds no such result or the board
+    is not an ECP5."""
     if family != "ecp5":
         return None
+    import hashlib
     want = _cfg_fields(json.loads(cfg.to_json()))
     best = None
     for res_path in Path(cache_dir).glob("*/result.json"):
@@ -201,18 +204,18 @@ def _ooc_result(cfg, family, cache_dir=Path("build/impl"), verilog_sha=None):
             continue
         if fields != want or res.get("synth_only") or "luts" not in res:
             continue
-        t = res_path.stat().st_mtime
-        if best is None or t > best[0]:
-            best = (t, res, d)
+        current = None
+        if verilog_sha is not None and (d / "hotline.v").exists():
+            current = hashlib.sha256((d / "hotline.v").read_bytes()).hexdigest() == verilog_sha
+        rank = (current is True, res_path.stat().st_mtime)
+        if best is None or rank > best[0]:
+            best = (rank, res, d, current)
     if best is None:
         return None
-    _, res, d = best
+    _, res, d, current = best
     out = {k: res.get(k) for k in ("luts", "ffs", "brams", "dsps", "fmax_mhz")}
     out["dir"] = str(d)
-    out["current"] = None
-    if verilog_sha is not None and (d / "hotline.v").exists():
-        import hashlib
-        out["current"] = hashlib.sha256((d / "hotline.v").read_bytes()).hexdigest() == verilog_sha
+    out["current"] = current
     return out
 
 

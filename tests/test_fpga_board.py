@@ -467,6 +467,13 @@ def test_board_report_compares_with_the_out_of_context_core(tmp_path):
                                          "bram": [177, 208], "dsp": [5, 156]}}
     build._with_ooc(rep, cfg, cache)
     assert rep["board_minus_core"] == {"luts": 1500, "ffs": 1000, "brams": 11, "dsps": 0}
+    # a result routed later from other sources (an experiment) does not hide the current one
+    entry("d", cfg, dict(core, luts=3), "module experiment;")
+    os.utime(cache / "a" / "result.json", (1, 1))
+    got = build._ooc_result(cfg, "ecp5", cache, verilog_sha=sha)
+    assert got["luts"] == 52000 and got["current"] is True
+    got = build._ooc_result(cfg, "ecp5", cache, verilog_sha="0")
+    assert got["luts"] == 3 and got["current"] is False
     assert build.lattice_luts({"LUT4": 10, "CCU2C": 3, "TRELLIS_DPR16X4": 2}) == 24
 
 
