@@ -139,10 +139,10 @@ class DedupBank(Elaboratable):
         A ``DUP`` with ordinal ``>= fwd_lo`` may leave unresolved: the fragmenter forwards
         its index (its ``NEW`` is in the beat retired last or later). A register of the
         fragmenter, which tells the bank its next value:
-    fwd_step, fwd_clear, fwd_cnt : In
-        ``fwd_lo`` takes ``0`` (``fwd_clear``) or else ``fwd_cnt`` at this cycle's edge when
-        ``fwd_step`` (the fragmenter's retire); ``fwd_cnt`` is a register. (The bank keeps
-        each result's ``ord >= fwd_lo`` as a flip-flop.)
+    fwd_step, fwd_cnt : In
+        ``fwd_lo`` takes ``fwd_cnt`` at this cycle's edge when ``fwd_step`` (the fragmenter's
+        retire); ``fwd_cnt`` is a register of the fragmenter, 0 when the step ends the
+        mini-batch. (The bank keeps each result's ``ord >= fwd_lo`` as a flip-flop.)
     take_ok : Out(lanes), a register
         Bit ``k``: res_q holds entries ``0 .. k`` and each may leave now: not a ``DUP``,
         resolved, or a ``DUP`` with ordinal ``>= fwd_lo``. Computed from the previous
@@ -179,7 +179,6 @@ class DedupBank(Elaboratable):
         self.head_need = Signal(range(L + 1), name=f"{p}_head_need")
         self.fwd_lo = Signal(range(geo.entries + 1), name=f"{p}_fwd_lo")
         self.fwd_step = Signal(name=f"{p}_fwd_step")
-        self.fwd_clear = Signal(name=f"{p}_fwd_clear")
         self.fwd_cnt = Signal(range(geo.entries + 1), name=f"{p}_fwd_cnt")
         self.take_ok = Signal(L, name=f"{p}_take_ok")
         self.need_pop = Signal(range(L + 1), name=f"{p}_need_pop")
@@ -482,8 +481,10 @@ class DedupBank(Elaboratable):
             return flags
 
         # fwd_ok: ord >= fwd_lo (take_ok). fwd_lo moves (up, or to 0) with fwd_step.
+        # (timing: its next value is one register, fwd_cnt, not a clear flag ORed into every
+        # entry's flag: that flag, the retire beat's `last`, reached ~240 flip-flops)
         def fwd_next(o):                     # ord >= fwd_lo's next value, when it steps
-            return self.fwd_clear | (o >= self.fwd_cnt)
+            return o >= self.fwd_cnt
         fwd_ok = entry_flags(
             "fwd_ok",
             lambda f, o: Mux(self.fwd_step, fwd_next(o), f),

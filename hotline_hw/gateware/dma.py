@@ -1222,11 +1222,12 @@ class GatherScatterDMA(wiring.Component):
         buf_fits = Signal()                 # ar_len <= beats not allocated (D - (wa - wptr))
         ar_ok = Signal()
         ar_last = Signal()
+        halt_now_r = Signal()               # the AR side's halt_now (W channel, below)
         # stop at once when an error response is seen (the R beat in its register, the B
         # response in its handshake cycle), before `error` itself is set (`halt_now`)
         m.d.comb += [
             ar_ok.eq(rj_v & (~ar_valid | axi.arready) & (in_use < N)
-                     & buf_fits & ~halt_now),
+                     & buf_fits & ~halt_now_r),
             ar_last.eq(ar_ok & ar_fin),
             rd_take.eq(jsk.o.valid & ~halt & row_fifo.w_rdy & (~rj_v | ar_last)),
             jsk.o.ready.eq(rd_take),
@@ -1288,6 +1289,12 @@ class GatherScatterDMA(wiring.Component):
         r1_data = dreg(cfg.axi_data_bits, "r1_data")
         r1_resp = Signal(2)
         r_tag = Signal(tb_)
+        # the beat's buffer address, registered with it (timing: the tag's pointer select
+        # is then ahead of r1, not between r_tag and the buffer's address pins and the
+        # pointer's increment): the tag's pointer, or the next address after the beat in r1
+        # when it is of the same tag (its increment is not yet in t_ptr). A tag's pointer is
+        # written (al_v) at the latest in the cycle of its AR handshake, before any R beat.
+        r1_ptr = dreg(db, "r1_ptr")
         rid = axi.rid[:idl] if idl else Const(0, 1)
         if ids == T:
             tag_in = rid
@@ -1301,15 +1308,18 @@ class GatherScatterDMA(wiring.Component):
         m.d.sync += r1_v.eq(axi.rvalid)
         with m.If(axi.rvalid):
             m.d.sync += [r1_id.eq(rid), r1_data.eq(axi.rdata), r_tag.eq(tag_in),
-                         r1_resp.eq(axi.rresp), r1_last.eq(axi.rlast)]
-        m.d.comb += [buf_wp.addr.eq(t_ptr[r_tag]), buf_wp.data.eq(r1_data),
+                         r1_resp.eq(axi.rresp), r1_last.eq(axi.rlast),
+                         r1_ptr.eq(Mux(r1_v & (r_tag == tag_in), r1_ptr + 1, t_ptr[tag_in]))]
+        self.register_copies.append(
+            ("r1_ptr is t_ptr[r_tag]", Const(0, 1), r1_v & (r1_ptr != t_ptr[r_tag])))
+        m.d.comb += [buf_wp.addr.eq(r1_ptr), buf_wp.data.eq(r1_data),
                      buf_wp.en.eq(r1_v), ta_rp.addr.eq(r_tag), ta_rp.en.eq(r1_v)]
         cap_r = Signal()
         m.d.sync += cap_r.eq(0)
         with m.If(cap_r):
             m.d.sync += self.error_addr.eq(ta_rp.data)
         with m.If(r1_v):
-            m.d.sync += [t_ptr[r_tag].eq(t_ptr[r_tag] + 1),
+            m.d.sync += [t_ptr[r_tag].eq(r1_ptr + 1),
                          stats["bytes_read"].eq(stats["bytes_read"] + bb)]
             with m.If(r1_last):
                 m.d.sync += t_done[r_tag].eq(1)
@@ -1356,6 +1366,14 @@ class GatherScatterDMA(wiring.Component):
         r_err_w = Signal()
         m.d.sync += r_err_w.eq(axi.rvalid & axi.rresp[1])
         self.register_copies.append(("r_err_w", r_err_w, r1_v & r1_resp[1]))
+        # The AR side's own `halt_now` too, from a flip-flop of the R error stored inverted
+        # (`r_ok_ar`; Yosys would merge an equal copy with `r_err_w`. Timing: r1_resp's
+        # fanout and its AND with r1_v led the path into the job skid buffer's enables,
+        # r1_resp -> halt_now -> ar_ok -> rd_take.)
+        r_ok_ar = Signal(init=1)
+        m.d.sync += r_ok_ar.eq(~(axi.rvalid & axi.rresp[1]))
+        self.register_copies.append(("r_ok_ar", r_ok_ar, ~(r1_v & r1_resp[1])))
+        m.d.comb += halt_now_r.eq(halt | ~r_ok_ar | (b_take & b_bad))
         halt_now_w = Signal()
         m.d.comb += [
             halt_now_w.eq(halt | r_err_w | (b_take & b_bad)),

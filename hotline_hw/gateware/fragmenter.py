@@ -646,6 +646,9 @@ class MiniBatchFragmenter(wiring.Component):
         # and the first ordinal of the beat retired last (h0)
         fcnt = [Signal(range(geo.entries + 1), name=f"f_cnt{b}") for b in range(B)]
         hlo = [bk.fwd_lo for bk in banks]   # (registers of the fragmenter)
+        # hlo's next value at a retire, Mux(rb.last, 0, fcnt), as a register per bank (the
+        # banks' `fwd_cnt`; timing: rb.last is then not ORed into every result's flag)
+        fnx = [Signal(range(geo.entries + 1), name=f"f_nx{b}") for b in range(B)]
 
         rb = rp_beat
         retire = Signal()                    # 4b retires the beat in rp_*
@@ -831,17 +834,39 @@ class MiniBatchFragmenter(wiring.Component):
         # ANDs flip-flops, not the FIFOs' level compares, ahead of `take`, which fans out
         # to every de-dup bank): `sb_room` / `g_room` = the FIFO will hold at most depth - 2
         # entries this cycle, so a write finds room; one entry short of the exact `w_rdy`
-        sb_room = _room_reg(m, sbuf, sbuf_depth, retire, "sb_room")
+        # The retired beat reaches the sample buffer through a register, `sw_q` (timing: the
+        # assign stage's forwarding multiplexers then end at flip-flops, not at the LUT
+        # RAM's write data). `sb_room`: the buffer and `sw_q` will hold at most depth - 2
+        # beats this cycle, so the write a cycle after a retire finds room.
+        sw_valid = Signal()
+        sb_room = Signal(name="sb_room", init=1)
+        sb_rd = sbuf.r_en & sbuf.r_rdy
+        sb_lv = sbuf.level
+
+        def sb_fits(n):                      # level + n <= depth - 2 (n = -1 .. 2)
+            return sb_lv <= sbuf_depth - 2 - n
+
+        def sb_room_next(ret):               # (the retire handshake selects last)
+            return Mux(ret, Mux(sw_valid, Mux(sb_rd, sb_fits(1), sb_fits(2)),
+                                Mux(sb_rd, sb_fits(0), sb_fits(1))),
+                       Mux(sw_valid, Mux(sb_rd, sb_fits(0), sb_fits(1)),
+                           Mux(sb_rd, sb_fits(-1), sb_fits(0))))
+        m.d.sync += sb_room.eq(sb_room_next(retire))
+        self.register_copies.append(
+            ("sb_room: sample buffer and sw_q hold at most depth - 2", sb_room,
+             sb_lv + sw_valid <= sbuf_depth - 2))
         g_room = _room_reg(m, gathf, 4, gathf.w_en, "g_room")
         m.d.comb += retire.eq(rp_valid & wq_ok & sb_room & (~rp_any_new | g_room)
                               & ~(rb.last & pend_valid))
+        # each bank's copies of take and retire (see "control copies" below)
+        take_bk = [Signal(name=f"take_b{b}") for b in range(B)]
+        retire_bk = [Signal(name=f"retire_b{b}") for b in range(B)]
         for b, bk in enumerate(banks):
             # counts from registers, handshakes in the queues' last mux (pop_en / push_en)
-            m.d.comb += [bk.fwd_step.eq(retire), bk.fwd_clear.eq(rb.last),
-                         bk.fwd_cnt.eq(fcnt[b])]
-            m.d.comb += [bk.res_q.pop_n.eq(ab.need[b]), bk.res_q.pop_en.eq(take),
+            m.d.comb += [bk.fwd_step.eq(retire_bk[b]), bk.fwd_cnt.eq(fnx[b])]
+            m.d.comb += [bk.res_q.pop_n.eq(ab.need[b]), bk.res_q.pop_en.eq(take_bk[b]),
                          bk.head_need.eq(Mux(beatf.r_rdy, ab.need[b], 0)),
-                         bk.wq.push_n.eq(rp_nn[b]), bk.wq.push_en.eq(retire)]
+                         bk.wq.push_n.eq(rp_nn[b]), bk.wq.push_en.eq(retire_bk[b])]
             for i in range(L):
                 m.d.comb += bk.wq.wr_en[i].eq(new[i] & (rbank(i) == b))  # (push_en: retire)
         with m.If(retire):
@@ -858,7 +883,14 @@ class MiniBatchFragmenter(wiring.Component):
                                  h_bank[t][j].eq(h_bank[t - 1][j])]
             for b in range(B):
                 m.d.sync += [fcnt[b].eq(Mux(rb.last, 0, fcnt[b] + rp_nn[b])),
-                             hlo[b].eq(Mux(rb.last, 0, fcnt[b]))]
+                             hlo[b].eq(fnx[b])]
+        # fnx follows rb.last (loaded at take) and fcnt (at retire)
+        nx_last = Mux(take, ab.last, rb.last)
+        for b in range(B):
+            nx_cnt = Mux(retire, Mux(rb.last, 0, fcnt[b] + rp_nn[b]), fcnt[b])
+            m.d.sync += fnx[b].eq(Mux(nx_last, 0, nx_cnt))
+            self.register_copies.append(
+                (f"f_nx{b} = Mux(rb.last, 0, f_cnt{b})", Mux(rb.last, 0, fcnt[b]), fnx[b]))
 
         sbank = Signal(bank_bits(cfg))       # staging bank of this mini-batch
         sw = Signal(sb_layout)
@@ -871,9 +903,10 @@ class MiniBatchFragmenter(wiring.Component):
             ob.user.eq(rb.user),
             sw.has_sample.eq(rb.has_sample),
             sw.last.eq(rb.last),
-            sbuf.w_en.eq(retire),
-            sbuf.w_data.eq(sw),
         ]
+        sw_q = Signal(sb_layout, reset_less=True)
+        m.d.sync += [sw_valid.eq(retire), sw_q.eq(sw)]
+        m.d.comb += [sbuf.w_en.eq(sw_valid), sbuf.w_data.eq(sw_q)]
 
         # ---- emit: a sample's beats leave once its verdict is known --------------------
         # The sample buffer's head enters a two-entry skid buffer first (`e0` and its skid
@@ -916,6 +949,7 @@ class MiniBatchFragmenter(wiring.Component):
         with m.If(e_take & eb.last):
             m.d.sync += term_pending.eq(1)
         m.d.comb += retire_idle.eq(~beatf.r_rdy & ~term_pending & ~e0_valid & ~sbuf.r_rdy
+                                   & ~sw_valid
                                    & (sbuf.level == 0) & ~verdf.r_rdy & ~vq_en)
         term = Signal(out_layout)
         m.d.comb += term.last.eq(1)
@@ -1021,6 +1055,48 @@ class MiniBatchFragmenter(wiring.Component):
                     m.d.sync += [tot.eq(tot + 1), lst.eq(1)]
                 else:
                     m.d.sync += [tot.eq(tot + pend[n]), lst.eq(pend[n])]
+        # ---- control copies: take and retire per de-dup bank ---------------------------
+        # Each bank pops its result queue with `take` and steps its write queue and its
+        # results' forwarding flags with `retire`: ~250 flip-flops per bank, ~1,000 in all
+        # on `ulx3s`, the fanout that led the wall at 100 MHz. Each bank computes its own
+        # copies from its own copies of the registers they are made of, updated as the
+        # originals are but with the copies' handshakes. (Each copy holds or feeds back
+        # its own value, so Yosys does not merge the copies as equal flip-flops.) Register
+        # copies check each against the original.
+        ok_pop_all = Cat(*[bk.ok_pop for bk in banks]).all()
+        ok_keep_all = Cat(*[bk.ok_keep for bk in banks]).all()
+        for b in range(B):
+            sfx = f"b{b}"
+            c_valid = Signal(name=f"rp_valid_{sfx}")
+            c_tk = Signal(name=f"tk_ok_{sfx}")
+            c_wq = Signal(name=f"wq_ok_{sfx}", init=1)
+            c_sb = Signal(name=f"sb_room_{sfx}", init=1)
+            c_any = Signal(name=f"rp_any_new_{sfx}")
+            c_last = Signal(name=f"rp_last_{sfx}", reset_less=True)
+            c_pend = Signal(name=f"pend_valid_{sfx}")
+            c_take, c_ret = take_bk[b], retire_bk[b]
+            c_g = _room_reg(m, gathf, 4, c_ret & (g_keep != 0), f"g_room_{sfx}")
+            m.d.comb += [
+                c_ret.eq(c_valid & c_wq & c_sb & (~c_any | c_g) & ~(c_last & c_pend)),
+                c_take.eq(beatf.r_rdy & c_tk & (~c_valid | c_ret)),
+            ]
+            m.d.sync += [
+                c_valid.eq(Mux(c_take, 1, Mux(c_ret, 0, c_valid))),
+                c_tk.eq(Mux(c_take, ok_pop_all, ok_keep_all)),
+                c_wq.eq(Mux(c_take, Mux(c_ret, cand[1, 1], cand[1, 0]),
+                            Mux(c_ret, cand[0, 1], cand[0, 0]))),
+                c_sb.eq(sb_room_next(c_ret)),
+                c_any.eq(Mux(c_take, Cat(*anew).any(), c_any)),
+                c_last.eq(Mux(c_take, ab.last, c_last)),
+                c_pend.eq(Mux(pub, 0, Mux(c_ret & c_last, 1, c_pend))),
+            ]
+            self.register_copies += [
+                (f"{n} (bank {b}'s copy)", orig, copy) for n, orig, copy in (
+                    ("rp_valid", rp_valid, c_valid), ("tk_ok", tk_ok, c_tk),
+                    ("wq_ok", wq_ok, c_wq), ("sb_room", sb_room, c_sb),
+                    ("g_room", g_room, c_g), ("rp_any_new", rp_any_new, c_any),
+                    ("rb.last", rb.last, c_last), ("pend_valid", pend_valid, c_pend))]
+
         m.d.comb += [
             self.ev_minibatch.eq(pub),
             # the events of a retired beat, from its registered figures (a cycle after retire)
