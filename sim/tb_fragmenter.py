@@ -55,11 +55,11 @@ LINT_WAIVERS = (
     # FIFO's `r_en`); the logic reads the nets that drive them, so the alias wire is read
     # by nothing.
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(b\d+_(in|res|wq)_\w+|b\d+_batch_start|"
-           r"[dr]_(need|rank|idx|nnew|rn|op)\d+|pos\d+|t|idx|diff|scount_next|w_data|w_en|r_en|r_rdy|"
+           r"[dr]_(need|rank|idx|nnew|rn|op|sc)\d+|pos\d+|t|idx|diff|scount_next|w_data|w_en|r_en|r_rdy|"
            r"r_data|r_level|w_level|level|produce|consume|ev_minibatch|cam_lookup_keys|"
            r"cam_lookup_valid|lookup_keys|result_valid|result_slot|result_hit|resp|"
            r"resp_valid|port_free|clear|busy|s\d+_set\d+|w1_word|take|b\d+_need_pop|"
-           r"b\d+_fwd_(step|clear|cnt))(\$\d+)?'$",
+           r"b\d+_fwd_(step|cnt))(\$\d+)?'$",
            instance=_FRAG, reason="alias wires of named signals, read through their driving nets"),
     # A de-dup bank's `take_ok` register is the reference the amaranth.sim register copy
     # checks the fragmenter's `tk_ok` against (dedup.py); no logic reads it, and Yosys

@@ -768,6 +768,11 @@ class MiniBatchFragmenter(wiring.Component):
         val = [Signal(vb, name=f"r_val{i}") for i in range(L)]
         sfull = [Signal(name=f"r_sfull{i}") for i in range(L)]
         dfull = [Signal(name=f"r_dfull{i}") for i in range(L)]
+        # a staged lane's value is its staging index (`use_idx`) or the forwarded one
+        # (`use_dval`), chosen after the `sw_q` register (below): `val` is the key here
+        use_idx = [Signal(name=f"r_use_idx{i}") for i in range(L)]
+        use_dval = [Signal(name=f"r_use_dval{i}") for i in range(L)]
+        dvals = []
         for i in range(L):
             dup = rmiss[i] & (res[i].kind == KIND_DUP)
             # a repeated row not resolved at take has its first occurrence in this beat or in
@@ -782,18 +787,21 @@ class MiniBatchFragmenter(wiring.Component):
             dval = Signal(geo.value_bits, name=f"r_dval{i}")
             m.d.comb += dval.eq(Mux(res[i].resolved, res[i].value, fwd_val))
             dref = dval[ib]
+            dvals.append(dval)
+            with m.If(rkind[i] != K_NONE):   # (a lane with no lookup leaves 0)
+                m.d.comb += val[i].eq(rb.value[i])
             with m.Switch(rkind[i]):
                 with m.Case(K_HIT):
-                    m.d.comb += [tag[i].eq(TAG_POPULAR), val[i].eq(rb.value[i])]
+                    m.d.comb += tag[i].eq(TAG_POPULAR)
                 with m.Case(K_OVF):
-                    m.d.comb += [tag[i].eq(TAG_OVERFLOW), val[i].eq(rb.value[i])]
+                    m.d.comb += tag[i].eq(TAG_OVERFLOW)
                 with m.Case(K_MISS):
                     with m.If(staged[i]):
-                        m.d.comb += [tag[i].eq(TAG_STAGED), val[i].eq(idx[i][:ib])]
+                        m.d.comb += [tag[i].eq(TAG_STAGED), use_idx[i].eq(1)]
                     with m.Elif(dup & ~dref):
-                        m.d.comb += [tag[i].eq(TAG_STAGED), val[i].eq(dval[:ib])]
+                        m.d.comb += [tag[i].eq(TAG_STAGED), use_dval[i].eq(1)]
                     with m.Else():
-                        m.d.comb += [tag[i].eq(TAG_OVERFLOW), val[i].eq(rb.value[i])]
+                        m.d.comb += tag[i].eq(TAG_OVERFLOW)
             m.d.comb += [
                 sfull[i].eq((new[i] & ~staged[i]) | (dup & dref)),
                 dfull[i].eq(rmiss[i] & (res[i].kind == KIND_FULL)),
@@ -904,9 +912,31 @@ class MiniBatchFragmenter(wiring.Component):
             sw.has_sample.eq(rb.has_sample),
             sw.last.eq(rb.last),
         ]
-        sw_q = Signal(sb_layout, reset_less=True)
-        m.d.sync += [sw_valid.eq(retire), sw_q.eq(sw)]
-        m.d.comb += [sbuf.w_en.eq(sw_valid), sbuf.w_data.eq(sw_q)]
+        # (timing: the value select by the forwarded index's refused flag is after sw_q, so
+        # the forwarding multiplexers end at flip-flops a select earlier)
+        # (the beat's `last` is 0 here, set only in the terminator record: not registered, as
+        # a constant flip-flop whose alias wires Yosys' generic flow rejects)
+        q_beat = {n: Signal(f.shape, name=f"q_{n}", reset_less=True)
+                  for n, f in out_layout if n != "last"}
+        q_hs = Signal(reset_less=True)
+        q_last = Signal(reset_less=True)
+        q_idx = [Signal(ib, name=f"q_idx{i}", reset_less=True) for i in range(L)]
+        q_dval = [Signal(ib, name=f"q_dval{i}", reset_less=True) for i in range(L)]
+        q_ui = Signal(L, reset_less=True)
+        q_ud = Signal(L, reset_less=True)
+        m.d.sync += [sw_valid.eq(retire), q_hs.eq(sw.has_sample), q_last.eq(sw.last),
+                     q_ui.eq(Cat(*use_idx)), q_ud.eq(Cat(*use_dval))]
+        m.d.sync += [q.eq(sw.beat[n]) for n, q in q_beat.items()]
+        m.d.sync += [q_idx[i].eq(idx[i][:ib]) for i in range(L)]
+        m.d.sync += [q_dval[i].eq(dvals[i][:ib]) for i in range(L)]
+        sw_out = Signal(sb_layout)
+        m.d.comb += [sw_out.has_sample.eq(q_hs), sw_out.last.eq(q_last)]
+        m.d.comb += [sw_out.beat[n].eq(q) for n, q in q_beat.items()]
+        q_look = q_beat["lookups"]
+        for i in range(L):
+            m.d.comb += sw_out.beat.lookups[i].value.eq(
+                Mux(q_ui[i], q_idx[i], Mux(q_ud[i], q_dval[i], q_look[i].value)))
+        m.d.comb += [sbuf.w_en.eq(sw_valid), sbuf.w_data.eq(sw_out)]
 
         # ---- emit: a sample's beats leave once its verdict is known --------------------
         # The sample buffer's head enters a two-entry skid buffer first (`e0` and its skid
