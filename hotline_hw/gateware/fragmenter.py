@@ -842,9 +842,9 @@ class MiniBatchFragmenter(wiring.Component):
         # ANDs flip-flops, not the FIFOs' level compares, ahead of `take`, which fans out
         # to every de-dup bank): `sb_room` / `g_room` = the FIFO will hold at most depth - 2
         # entries this cycle, so a write finds room; one entry short of the exact `w_rdy`
-        # The retired beat reaches the sample buffer through a register, `sw_q` (timing: the
-        # assign stage's forwarding multiplexers then end at flip-flops, not at the LUT
-        # RAM's write data). `sb_room`: the buffer and `sw_q` will hold at most depth - 2
+        # The retired beat reaches the sample buffer through a register stage, `sw_q` (the
+        # `q_*` flip-flops below; timing: the assign stage's forwarding multiplexers then end
+        # at flip-flops, not at the LUT RAM's write data). `sb_room`: the buffer and `sw_q` will hold at most depth - 2
         # beats this cycle, so the write a cycle after a retire finds room.
         sw_valid = Signal()
         sb_room = Signal(name="sb_room", init=1)
