@@ -651,7 +651,10 @@ class MiniBatchFragmenter(wiring.Component):
         fnx = [Signal(range(geo.entries + 1), name=f"f_nx{b}") for b in range(B)]
 
         rb = rp_beat
-        retire = Signal()                    # 4b retires the beat in rp_*
+        retire = Signal()
+
+        def fcnt_at_retire(b):               # f_cnt's next value when rp_* retires
+            return Mux(rb.last, 0, fcnt[b] + rp_nn[b])                    # 4b retires the beat in rp_*
         newval = [Signal(geo.value_bits, name=f"r_newval{i}") for i in range(L)]
 
         def rbank(i):
@@ -682,8 +685,12 @@ class MiniBatchFragmenter(wiring.Component):
                          bk.need_keep.eq(Mux(beatf.r_rdy, ab.need[b], nb_need[b]))]
             tk_now.append(need_bit(bk.take_ok, ab.need[b]))
         take = Signal()
-        m.d.sync += tk_ok.eq(Mux(take, Cat(*[bk.ok_pop for bk in banks]).all(),
-                                 Cat(*[bk.ok_keep for bk in banks]).all()))
+        ok_pop_all = Cat(*[bk.ok_pop for bk in banks]).all()
+        ok_keep_all = Cat(*[bk.ok_keep for bk in banks]).all()
+
+        def tk_ok_next(tk):                  # (the take handshake selects last)
+            return Mux(tk, ok_pop_all, ok_keep_all)
+        m.d.sync += tk_ok.eq(tk_ok_next(take))
         m.d.comb += take.eq(beatf.r_rdy & tk_ok & (~rp_valid | retire))
         self.register_copies.append(
             ("tk_ok is every bank's take_ok at the head beat's need", Const(0, 1),
@@ -826,8 +833,10 @@ class MiniBatchFragmenter(wiring.Component):
                     need = (ab.need[b] if tk else rp_nn[b]) + (rp_nn[b] if rt else 0)
                     oks.append(bk.wq.space + bk.wq.pop_n >= need)
                 cand[tk, rt] = Cat(*oks).all()
-        m.d.sync += wq_ok.eq(Mux(take, Mux(retire, cand[1, 1], cand[1, 0]),
-                                 Mux(retire, cand[0, 1], cand[0, 0])))
+
+        def wq_ok_next(tk, rt):              # (the take and retire handshakes select last)
+            return Mux(tk, Mux(rt, cand[1, 1], cand[1, 0]), Mux(rt, cand[0, 1], cand[0, 0]))
+        m.d.sync += wq_ok.eq(wq_ok_next(take, retire))
         for b, bk in enumerate(banks):
             for i in range(L):
                 m.d.comb += [bk.wq.wr_off[i].eq(rp_rn[i]), bk.wq.wr_data[i].eq(newval[i])]
@@ -890,12 +899,11 @@ class MiniBatchFragmenter(wiring.Component):
                                  h_val[t][j].eq(h_val[t - 1][j]),
                                  h_bank[t][j].eq(h_bank[t - 1][j])]
             for b in range(B):
-                m.d.sync += [fcnt[b].eq(Mux(rb.last, 0, fcnt[b] + rp_nn[b])),
-                             hlo[b].eq(fnx[b])]
+                m.d.sync += [fcnt[b].eq(fcnt_at_retire(b)), hlo[b].eq(fnx[b])]
         # fnx follows rb.last (loaded at take) and fcnt (at retire)
         nx_last = Mux(take, ab.last, rb.last)
         for b in range(B):
-            nx_cnt = Mux(retire, Mux(rb.last, 0, fcnt[b] + rp_nn[b]), fcnt[b])
+            nx_cnt = Mux(retire, fcnt_at_retire(b), fcnt[b])
             m.d.sync += fnx[b].eq(Mux(nx_last, 0, nx_cnt))
             self.register_copies.append(
                 (f"f_nx{b} = Mux(rb.last, 0, f_cnt{b})", Mux(rb.last, 0, fcnt[b]), fnx[b]))
@@ -1093,8 +1101,6 @@ class MiniBatchFragmenter(wiring.Component):
         # originals are but with the copies' handshakes. (Each copy holds or feeds back
         # its own value, so Yosys does not merge the copies as equal flip-flops.) Register
         # copies check each against the original.
-        ok_pop_all = Cat(*[bk.ok_pop for bk in banks]).all()
-        ok_keep_all = Cat(*[bk.ok_keep for bk in banks]).all()
         for b in range(B):
             sfx = f"b{b}"
             c_valid = Signal(name=f"rp_valid_{sfx}")
@@ -1112,9 +1118,8 @@ class MiniBatchFragmenter(wiring.Component):
             ]
             m.d.sync += [
                 c_valid.eq(Mux(c_take, 1, Mux(c_ret, 0, c_valid))),
-                c_tk.eq(Mux(c_take, ok_pop_all, ok_keep_all)),
-                c_wq.eq(Mux(c_take, Mux(c_ret, cand[1, 1], cand[1, 0]),
-                            Mux(c_ret, cand[0, 1], cand[0, 0]))),
+                c_tk.eq(tk_ok_next(c_take)),
+                c_wq.eq(wq_ok_next(c_take, c_ret)),
                 c_sb.eq(sb_room_next(c_ret)),
                 c_any.eq(Mux(c_take, Cat(*anew).any(), c_any)),
                 c_last.eq(Mux(c_take, ab.last, c_last)),
