@@ -295,10 +295,35 @@ class DedupBank(Elaboratable):
             self.register_copies.append(
                 (f"dedup bank {self.index}: B2's touched bit", Const(0, 1),
                  b2_valid & (b2_touched != b2_touched_ref)))
+        # Whether the missed writes are to B2's set (`b2_s1`, `b2_s2`) and of B2's key
+        # (`b2_k1`, `b2_k2`), and whether the op ahead is in B2's set and has its key
+        # (`b3_s`, `b3_k`, for `fa`), as registers compared a cycle early (timing: the set
+        # and key compares of registers then sit ahead of flip-flops, not of the way
+        # choice into B3's ordinal, which led the `ulx3s` route). The stages never stall,
+        # so the operands a cycle early are the stage ahead's: B1's op becomes B2's; B3's
+        # op and new entry become w1's, w1 becomes w2, and B2's op becomes B3's. Register
+        # copies check each against its compare.
+        b2_s1 = Signal(reset_less=True)
+        b2_k1 = Signal(reset_less=True)
+        b2_s2 = Signal(reset_less=True)
+        b2_k2 = Signal(reset_less=True)
+        b3_s = Signal(reset_less=True)
+        b3_k = Signal(reset_less=True)
+        s1_next = b3_op.lset == b1_op.lset
+        s2_next = w1_lset == b1_op.lset
+        s3_next = b2_op.lset == b1_op.lset
+        m.d.sync += [
+            b2_s1.eq(s1_next), b2_k1.eq(s1_next & (b3_op.key == b1_op.key)),
+            b2_s2.eq(s2_next), b2_k2.eq(s2_next & (w1_entry.key == b1_op.key)),
+            b3_s.eq(s3_next), b3_k.eq(s3_next & (b2_op.key == b1_op.key)),
+        ]
         fb_oh = Signal(ways)
         fc_oh = Signal(ways)
-        m.d.comb += [fb_oh.eq(Mux(w1_valid & (w1_lset == b2_op.lset), w1_oh, 0)),
-                     fc_oh.eq(Mux(w2_valid & (w2_lset == b2_op.lset), w2_oh, 0))]
+        fb_m = Signal()                      # the write a cycle back is of B2's key
+        fc_m = Signal()                      # the write two cycles back is of B2's key
+        m.d.comb += [fb_oh.eq(Mux(w1_valid & b2_s1, w1_oh, 0)),
+                     fc_oh.eq(Mux(w2_valid & b2_s2, w2_oh, 0)),
+                     fb_m.eq(w1_valid & b2_k1), fc_m.eq(w2_valid & b2_k2)]
         b3_word = Signal(word_layout, reset_less=True)
         b3_free = Signal(ways)               # way w is free (with the earlier writes)
         fa_oh = Signal(ways)
@@ -318,14 +343,18 @@ class DedupBank(Elaboratable):
         b3_m_ord = Signal(geo.ord_bits, reset_less=True)
         b3_f_any = Signal()
         b3_f_one = Signal()
-        m_ord_w = Const(0, geo.ord_bits)
+        # The matching ordinal is an OR of the word's matching way and the two missed
+        # writes, not a choice per way: a missed write fills a way free in our word (the
+        # register copy below), so a way of the word and a missed write never match
+        # together, and the matches are one-hot (a key is in at most one way).
+        cur_m = Signal(ways)
+        m.d.comb += cur_m.eq(Cat(*[cur[w].used & (cur[w].key == b2_op.key)
+                                   for w in range(ways)]))
+        m_ord_w = Mux(fb_m, w1_entry.ord, 0) | Mux(fc_m, w2_entry.ord, 0)
         for w in range(ways):
-            m_ord_w = m_ord_w | Mux(b2_match[w], Mux(fb_oh[w], w1_entry.ord,
-                                                     Mux(fc_oh[w], w2_entry.ord, cur[w].ord)), 0)
+            m_ord_w = m_ord_w | Mux(cur_m[w], cur[w].ord, 0)
         m.d.comb += [
-            b2_match.eq(Cat(*[cur[w].used & (cur[w].key == b2_op.key) for w in range(ways)])
-                        | Mux(w1_entry.key == b2_op.key, fb_oh, 0)
-                        | Mux(w2_entry.key == b2_op.key, fc_oh, 0)),
+            b2_match.eq(cur_m | Mux(fb_m, w1_oh, 0) | Mux(fc_m, w2_oh, 0)),
             b2_free.eq(Cat(*[~cur[w].used for w in range(ways)]) & ~fb_oh & ~fc_oh),
         ]
         m.d.sync += [
@@ -368,7 +397,21 @@ class DedupBank(Elaboratable):
              b3_valid & fa_m & b3_m_any),
             (f"{bank}: the op ahead fills one of our free ways", Const(0, 1),
              b3_valid & fa_any & ((fa_oh & ~b3_free) != 0)),
+            (f"{bank}: the missed writes fill ways free in B2's word", Const(0, 1),
+             b2_valid & (((fb_oh | fc_oh) & Cat(*[cur[w].used for w in range(ways)])) != 0)),
         ]
+        # the compares registered a cycle early (see b2_s1 .. b3_k)
+        for n, reg, ref in (
+                ("b2_s1", b2_s1, w1_lset == b2_op.lset),
+                ("b2_k1", b2_k1, (w1_lset == b2_op.lset) & (w1_entry.key == b2_op.key)),
+                ("b2_s2", b2_s2, w2_lset == b2_op.lset),
+                ("b2_k2", b2_k2, (w2_lset == b2_op.lset) & (w2_entry.key == b2_op.key)),
+                ("b3_s", b3_s, b3_op.lset == b2_op.lset),
+                ("b3_k", b3_k, (b3_op.lset == b2_op.lset) & (b3_op.key == b2_op.key))):
+            valid = b3_valid & b2_valid if n.startswith("b3") else b2_valid
+            self.register_copies.append(
+                (f"{bank}: {n} is its compare a cycle late", Const(0, 1),
+                 valid & (reg != ref)))
         _, f_way, _, s2 = priority([free[w] for w in range(ways)], with_any=False)
         m.d.comb += s2
         b3_new = Signal()
@@ -384,11 +427,11 @@ class DedupBank(Elaboratable):
         m.d.comb += [wp.addr.eq(w1_lset), wp.data.eq(w1_word), wp.en.eq(w1_valid)]
         # this cycle's write, for the op in B2 (it reaches B3 next cycle), as w1_* for the
         # op in B1 (in B2 next cycle; also the RAM's write) and as w2_* for the op in B0
-        fa = b3_new & (b3_op.lset == b2_op.lset)
+        fa = b3_new & b3_s
         m.d.sync += [
             fa_oh.eq(Mux(fa, new_oh, 0)),
             fa_any.eq(fa),
-            fa_m.eq(fa & (b3_op.key == b2_op.key)),
+            fa_m.eq(b3_new & b3_k),
             fa_entry.eq(new_entry),
             w1_valid.eq(b3_new),
             w1_lset.eq(b3_op.lset),
