@@ -775,13 +775,19 @@ class MiniBatchFragmenter(wiring.Component):
         val = [Signal(vb, name=f"r_val{i}") for i in range(L)]
         sfull = [Signal(name=f"r_sfull{i}") for i in range(L)]
         dfull = [Signal(name=f"r_dfull{i}") for i in range(L)]
-        # a staged lane's value is its staging index (`use_idx`) or the forwarded one
-        # (`use_dval`), chosen after the `sw_q` register (below): `val` is the key here
+        # a staged lane's value is its staging index (`use_idx`) or the forwarded one,
+        # chosen after the `sw_q` register (below): `val` is the key here. A repeated row
+        # (`dups`) is STAGED with the forwarded index unless that index was refused (its
+        # flag, `dval[ib]`); the tag, value and statistics here take it as refused (an
+        # OVERFLOW), and the forwarded flag corrects them after the register (timing: the
+        # forwarding AND-OR's last bit then ends at a flip-flop, not in the tag logic, the
+        # sample buffer's write data and the statistics' registers).
         use_idx = [Signal(name=f"r_use_idx{i}") for i in range(L)]
-        use_dval = [Signal(name=f"r_use_dval{i}") for i in range(L)]
+        dups = []
         dvals = []
         for i in range(L):
             dup = rmiss[i] & (res[i].kind == KIND_DUP)
+            dups.append(dup)
             # a repeated row not resolved at take has its first occurrence in this beat or in
             # one of the last three retired beats (see tk_ok); at most one source matches,
             # selected by the registers rp_fl / rp_hs (decided at take)
@@ -793,7 +799,6 @@ class MiniBatchFragmenter(wiring.Component):
                     fwd_val = fwd_val | Mux(rp_hs[i][t * L + j], h_val[t][j], 0)
             dval = Signal(geo.value_bits, name=f"r_dval{i}")
             m.d.comb += dval.eq(Mux(res[i].resolved, res[i].value, fwd_val))
-            dref = dval[ib]
             dvals.append(dval)
             with m.If(rkind[i] != K_NONE):   # (a lane with no lookup leaves 0)
                 m.d.comb += val[i].eq(rb.value[i])
@@ -805,12 +810,10 @@ class MiniBatchFragmenter(wiring.Component):
                 with m.Case(K_MISS):
                     with m.If(staged[i]):
                         m.d.comb += [tag[i].eq(TAG_STAGED), use_idx[i].eq(1)]
-                    with m.Elif(dup & ~dref):
-                        m.d.comb += [tag[i].eq(TAG_STAGED), use_dval[i].eq(1)]
-                    with m.Else():
+                    with m.Else():           # (a repeated row: see `dups`)
                         m.d.comb += tag[i].eq(TAG_OVERFLOW)
             m.d.comb += [
-                sfull[i].eq((new[i] & ~staged[i]) | (dup & dref)),
+                sfull[i].eq(new[i] & ~staged[i]),    # (| dup & refused: after st_*)
                 dfull[i].eq(rmiss[i] & (res[i].kind == KIND_FULL)),
             ]
 
@@ -931,19 +934,27 @@ class MiniBatchFragmenter(wiring.Component):
         q_idx = [Signal(ib, name=f"q_idx{i}", reset_less=True) for i in range(L)]
         q_dval = [Signal(ib, name=f"q_dval{i}", reset_less=True) for i in range(L)]
         q_ui = Signal(L, reset_less=True)
-        q_ud = Signal(L, reset_less=True)
+        q_dup = Signal(L, reset_less=True)   # a repeated row ...
+        q_dref = Signal(L, reset_less=True)  # ... and its forwarded index's refused flag
         m.d.sync += [sw_valid.eq(retire), q_hs.eq(sw.has_sample), q_last.eq(sw.last),
-                     q_ui.eq(Cat(*use_idx)), q_ud.eq(Cat(*use_dval))]
+                     q_ui.eq(Cat(*use_idx)), q_dup.eq(Cat(*dups)),
+                     q_dref.eq(Cat(*[dvals[i][ib] for i in range(L)]))]
         m.d.sync += [q.eq(sw.beat[n]) for n, q in q_beat.items()]
         m.d.sync += [q_idx[i].eq(idx[i][:ib]) for i in range(L)]
         m.d.sync += [q_dval[i].eq(dvals[i][:ib]) for i in range(L)]
+        q_ud = Signal(L)                     # STAGED with the forwarded index
+        q_ovf = Signal(L)                    # ... or an OVERFLOW with a refused one
+        m.d.comb += [q_ud.eq(q_dup & ~q_dref), q_ovf.eq(q_dup & q_dref)]
         sw_out = Signal(sb_layout)
         m.d.comb += [sw_out.has_sample.eq(q_hs), sw_out.last.eq(q_last)]
         m.d.comb += [sw_out.beat[n].eq(q) for n, q in q_beat.items()]
         q_look = q_beat["lookups"]
         for i in range(L):
-            m.d.comb += sw_out.beat.lookups[i].value.eq(
-                Mux(q_ui[i], q_idx[i], Mux(q_ud[i], q_dval[i], q_look[i].value)))
+            m.d.comb += [
+                sw_out.beat.lookups[i].value.eq(
+                    Mux(q_ui[i], q_idx[i], Mux(q_ud[i], q_dval[i], q_look[i].value))),
+                sw_out.beat.lookups[i].tag.eq(q_look[i].tag & ~Cat(q_ud[i], 0)),
+            ]
         m.d.comb += [sbuf.w_en.eq(sw_valid), sbuf.w_data.eq(sw_out)]
 
         # ---- emit: a sample's beats leave once its verdict is known --------------------
@@ -1055,9 +1066,15 @@ class MiniBatchFragmenter(wiring.Component):
         m.d.sync += [st_valid.eq(retire), st_last.eq(rb.last)]
         for n in retire_side:
             m.d.sync += st[n].eq(per_beat[n])
+        # the repeated rows' tags, corrected by their forwarded flags (see `dups`; q_* are
+        # loaded with st_*)
+        st_fix = dict(st)
+        st_fix["overflows"] = st["overflows"] & ~q_ud
+        st_fix["staging_full"] = st["staging_full"] | q_ovf
         with m.If(st_valid):
             for n in retire_side:
-                inc = popcount(st[n][i] for i in range(L)) if n in lane_bits else st[n]
+                v = st_fix[n]
+                inc = popcount(v[i] for i in range(L)) if n in lane_bits else v
                 with m.If(st_last):
                     m.d.sync += [pend[n].eq(batch[n] + inc), batch[n].eq(0)]
                 with m.Else():
@@ -1136,7 +1153,8 @@ class MiniBatchFragmenter(wiring.Component):
             self.ev_minibatch.eq(pub),
             # the events of a retired beat, from its registered figures (a cycle after retire)
             self.ev_bad_key.eq(st_valid & (st["bad_keys"] != 0)),
-            self.ev_overflow.eq(st_valid & (st["staging_full"].any() | st["dedup_full"].any())),
+            self.ev_overflow.eq(st_valid & (st_fix["staging_full"].any()
+                                            | st["dedup_full"].any())),
             self.ev_framing.eq(st_valid & st["framing_errors"]),
             self.busy.eq(b_open | (metaf.level != 0) | d0_valid | ~all_idle | (outp.level != 0)
                          | (outn.level != 0) | (gathf.level != 0) | pub),
