@@ -52,9 +52,8 @@ LINT_WAIVERS = (
     # pointers `b<N>_in_*`, `b<N>_res_*`, `b<N>_wq_*`, per-lane intermediates `d_*`, `r_*`,
     # `pos<N>`, the resolver's `t`/`diff`, SyncFIFO internals, a de-dup bank's registered
     # table word `w1_word` and set `w1_lset` behind its write port, B2's matching ways
-    # `cur_m`, the retire stage's `take` = the beat
-    # FIFO's `r_en`); the logic reads the nets that drive them, so the alias wire is read
-    # by nothing.
+    # `cur_m`, the retire stage's `take` = the beat FIFO's `r_en`); the logic reads the
+    # nets that drive them, so the alias wire is read by nothing.
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(b\d+_(in|res|wq)_\w+|b\d+_batch_start|"
            r"[dr]_(need|rank|idx|nnew|rn|op|sc)\d+|pos\d+|t|idx|diff|scount_next|w_data|w_en|r_en|r_rdy|"
            r"r_data|r_level|w_level|level|produce|consume|ev_minibatch|cam_lookup_keys|"

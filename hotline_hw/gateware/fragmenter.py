@@ -651,10 +651,10 @@ class MiniBatchFragmenter(wiring.Component):
         fnx = [Signal(range(geo.entries + 1), name=f"f_nx{b}") for b in range(B)]
 
         rb = rp_beat
-        retire = Signal()
+        retire = Signal()                    # 4b retires the beat in rp_*
 
         def fcnt_at_retire(b):               # f_cnt's next value when rp_* retires
-            return Mux(rb.last, 0, fcnt[b] + rp_nn[b])                    # 4b retires the beat in rp_*
+            return Mux(rb.last, 0, fcnt[b] + rp_nn[b])
         newval = [Signal(geo.value_bits, name=f"r_newval{i}") for i in range(L)]
 
         def rbank(i):
@@ -856,8 +856,9 @@ class MiniBatchFragmenter(wiring.Component):
         # entries this cycle, so a write finds room; one entry short of the exact `w_rdy`
         # The retired beat reaches the sample buffer through a register stage, `sw_q` (the
         # `q_*` flip-flops below; timing: the assign stage's forwarding multiplexers then end
-        # at flip-flops, not at the LUT RAM's write data). `sb_room`: the buffer and `sw_q` will hold at most depth - 2
-        # beats this cycle, so the write a cycle after a retire finds room.
+        # at flip-flops, not at the LUT RAM's write data). `sb_room`: the buffer and `sw_q`
+        # will hold at most depth - 2 beats this cycle, so the write a cycle after a retire
+        # finds room.
         sw_valid = Signal()
         sb_room = Signal(name="sb_room", init=1)
         sb_rd = sbuf.r_en & sbuf.r_rdy
@@ -953,6 +954,7 @@ class MiniBatchFragmenter(wiring.Component):
             m.d.comb += [
                 sw_out.beat.lookups[i].value.eq(
                     Mux(q_ui[i], q_idx[i], Mux(q_ud[i], q_dval[i], q_look[i].value))),
+                # (a repeated row's tag is OVERFLOW here; clearing bit 0 makes it STAGED)
                 sw_out.beat.lookups[i].tag.eq(q_look[i].tag & ~Cat(q_ud[i], 0)),
             ]
         m.d.comb += [sbuf.w_en.eq(sw_valid), sbuf.w_data.eq(sw_out)]
