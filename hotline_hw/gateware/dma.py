@@ -33,7 +33,8 @@ Micro-architecture
       |     gather log (key, wait mask, epoch snapshot per (bank, index))
       v            ^ scatter sequencer reads it
     arbiter: replay > scatter > evict > place > gather  (one row job per cycle)
-      -> J1 (select) -> J2 (table base, row * ROW_STRIDE, n * ROW_BYTES) -> J3 (src, dst)
+      -> J1 (select) -> J2 (table base, row * ROW_STRIDE as 18x16 products, n * ROW_BYTES)
+      -> [J2s: partial sums, rows wider than 18 bits] -> J3 (src, dst)
       -> skid buffer -> read issuer: splits src into bursts, one reorder-buffer tag + buffer space each,
          AR; the row's (dst, kind, bank) goes to the row FIFO
       -> R: tag = head tag of the ID (looked up as the beat is registered), beat -> data
@@ -156,7 +157,8 @@ cleared (``busy`` stays high meanwhile; ``place``/``gather`` wait).
 Cycle costs
 -----------
 * Job front end: one row job per cycle (input buffer 1 cycle, a gather's check stages G1
-  and G2 2 cycles, J1 -> J3 3 cycles, J skid buffer 1 cycle of latency); a deferred gather replays in
+  and G2 2 cycles, J1 -> J3 3 cycles, 4 for rows wider than 18 bits, J skid buffer 1 cycle
+  of latency); a deferred gather replays in
   3 cycles; the scatter sequencer emits one row per cycle (after 2 cycles of log read-ahead)
   and completes 1 cycle after its last write response, the evict sequencer one
   slot per CAM read round trip (about 3 cycles for a ``full`` CAM, 6 for ``hash``).
@@ -165,8 +167,8 @@ Cycle costs
   and ``buffer_beats`` cover the memory latency: ``efficiency ~ min(1, bursts in flight *
   burst beats / (latency + burst beats))``.
 * Latency of a row (no contention, memory latency ``L``): ~5 cycles to the AR (a gather
-  7), ``L + beats``
-  for the data, ~5 cycles from the last R beat to the AW, ``beats`` of W, then the B.
+  7; one more each for rows wider than 18 bits), ``L + beats`` for the data, ~5 cycles
+  from the last R beat to the AW, ``beats`` of W, then the B.
 """
 
 from math import gcd
@@ -194,6 +196,8 @@ STAT_NAMES = ("bytes_read", "bytes_written", "rows_gathered", "rows_scattered", 
               "rows_evicted", "deferred")
 
 ADDR_BITS = 64
+#: Bits of the row a multiplier of the J pipeline takes (one input of an ECP5 MULT18X18D).
+MUL_ROW_BITS = 18
 PAGE = 4096
 MAX_BURST = 256
 
@@ -657,7 +661,7 @@ class GatherScatterDMA(wiring.Component):
             fin = (to_page >= left) & (left <= MB)
             return Mux(fin, left, Mux(to_page <= MB, to_page, MB)), fin
 
-        # --- J pipeline: J1 select, J2 products, J3 addresses ---------------------------------
+        # --- J pipeline: J1 select, J2 products, [J2s partial sums], J3 addresses ---------------
         rd_take = Signal()
         adv = Signal()
         j1_v = Signal()
@@ -706,12 +710,21 @@ class GatherScatterDMA(wiring.Component):
         j2_kind, j2_bank = dreg(2, "j2_kind"), dreg(bank_bits, "j2_bank")
         j2_tbase, j2_nbase, j2_nprod = (dreg(ADDR_BITS, n) for n in
                                         ("j2_tbase", "j2_nbase", "j2_nprod"))
-        # row * row_stride as two registered partial products (the stride's 16-bit halves),
-        # added in J3 with the table base: each is one 18x18 multiplier for rows of up to 18
-        # bits, so no adder follows a multiplier before a register
-        # (full-width registers: their constant upper bits cost nothing after synthesis)
-        j2_hlo = dreg(ADDR_BITS, "j2_hlo")
-        j2_hhi = dreg(ADDR_BITS - 16, "j2_hhi")
+        # row * row_stride as registered partial products, one per 18-bit chunk of the row
+        # and 16-bit half of the stride: each is a single 18x18 multiplier (MULT18X18D on
+        # ECP5) with no adder after it before its register. Each is kept with its weight
+        # (the bit where it adds in): ``host = tbase + sum(p << weight)``.
+        # (Products are cut to the bits below ADDR_BITS that they can reach.)
+        row = j1_key[:cfg.row_bits]
+        host_ops = [(j2_tbase, 0)]
+        for lo in range(0, cfg.row_bits, MUL_ROW_BITS):
+            hi = min(lo + MUL_ROW_BITS, cfg.row_bits)
+            for slo in (0, 16):
+                p = dreg(min(hi - lo + 16, ADDR_BITS - lo - slo), f"j2_p{lo}_{slo}")
+                with m.If(adv):
+                    m.d.sync += p.eq(row[lo:hi] * self.row_stride[slo:slo + 16])
+                host_ops.append((p, lo + slo))
+        host_ops.sort(key=lambda op: op[1])
         j3_kind, j3_bank = dreg(2, "j3_kind"), dreg(bank_bits, "j3_bank")
         j3_src, j3_dst = dreg(ADDR_BITS, "j3_src"), dreg(ADDR_BITS, "j3_dst")
         tbases = Array(self.table_base)
@@ -723,16 +736,49 @@ class GatherScatterDMA(wiring.Component):
                 j2_v.eq(j1_live), j2_kind.eq(j1_kind), j2_bank.eq(j1_bank),
                 j2_tbase.eq(tbases[j1_key[cfg.row_bits:]] if cfg.num_tables > 1
                             else self.table_base[0]),
-                j2_hlo.eq(j1_key[:cfg.row_bits] * self.row_stride[:16]),
-                j2_hhi.eq(j1_key[:cfg.row_bits] * self.row_stride[16:]),
                 j2_nbase.eq(Mux((j1_kind == KIND_PLACE) | (j1_kind == KIND_EVICT),
                                 self.popular_base, sbases[j1_bank])),
                 j2_nprod.eq(j1_n * self.row_bytes),
-                j3_v.eq(j2_v), j3_kind.eq(j2_kind), j3_bank.eq(j2_bank),
             ]
-            host = ((j2_tbase + j2_hlo)[:ADDR_BITS] + Cat(Const(0, 16), j2_hhi))[:ADDR_BITS]
-            other = (j2_nbase + j2_nprod)[:ADDR_BITS]
-            to_host = (j2_kind == KIND_SCATTER) | (j2_kind == KIND_EVICT)
+
+        # Partial-sum stages (J2s1, J2s2, ...: only for rows wider than one multiplier input,
+        # e.g. the 24-bit rows of `ulx3s`): while more than three terms are left, each stage
+        # adds neighbouring pairs, one two-input carry chain per register, so J3 always adds
+        # at most three terms (as for rows of up to 18 bits, which have no such stage). The
+        # stages move with `adv` like the rest of the J pipeline.
+        jv, jkind, jbank, jother = j2_v, j2_kind, j2_bank, None
+        j2s_valids = []
+        stage = 0
+        while len(host_ops) > 3:
+            stage += 1
+            pre = f"j2s{stage}_"
+            nv = Signal(name=pre + "v")
+            nkind, nbank = dreg(2, pre + "kind"), dreg(bank_bits, pre + "bank")
+            nother = dreg(ADDR_BITS, pre + "other")
+            with m.If(adv):
+                m.d.sync += [nv.eq(jv), nkind.eq(jkind), nbank.eq(jbank),
+                             nother.eq((j2_nbase + j2_nprod)[:ADDR_BITS] if jother is None
+                                       else jother)]
+            nops = []
+            for i in range(0, len(host_ops), 2):
+                if i + 1 == len(host_ops):
+                    (a, wa), = host_ops[i:]
+                    t, value = dreg(len(a), f"{pre}t{wa}"), a
+                else:
+                    (a, wa), (b, wb) = host_ops[i:i + 2]
+                    wid = min(max(len(a), len(b) + wb - wa) + 1, ADDR_BITS - wa)
+                    t, value = dreg(wid, f"{pre}t{wa}"), a + (b << (wb - wa))
+                with m.If(adv):
+                    m.d.sync += t.eq(value)
+                nops.append((t, wa))
+            j2s_valids.append(nv)
+            jv, jkind, jbank, jother, host_ops = nv, nkind, nbank, nother, nops
+        with m.If(adv):
+            m.d.sync += [j3_v.eq(jv), j3_kind.eq(jkind), j3_bank.eq(jbank)]
+            host = sum((t << w for t, w in host_ops[1:]), host_ops[0][0] << host_ops[0][1])
+            host = host[:ADDR_BITS]
+            other = (j2_nbase + j2_nprod)[:ADDR_BITS] if jother is None else jother
+            to_host = (jkind == KIND_SCATTER) | (jkind == KIND_EVICT)
             m.d.sync += [j3_src.eq(Mux(to_host, other, host)),
                          j3_dst.eq(Mux(to_host, host, other))]
         m.d.comb += [jsk.i.valid.eq(j3_v), jsk.i.payload.src.eq(j3_src),
@@ -1503,5 +1549,7 @@ class GatherScatterDMA(wiring.Component):
                 | (row_fifo.level != 0) | s_pending.any()
                 | (s_state != 0) | e_pending | (e_state != 0) | rp_busy_state)
         work = work | qnz.any()
+        for v in j2s_valids:
+            work = work | v
         m.d.comb += self.busy.eq(rst_pending | ~quiescent | (~error & work))
         return top

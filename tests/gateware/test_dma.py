@@ -11,8 +11,10 @@ Each test runs a script of DMA operations on the DUT and on :class:`sim.tb_dma.D
 golden ``HotlineModel`` copy semantics) and compares the **whole** memory.
 """
 import random
+import re
 from collections import deque
 
+import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
@@ -24,6 +26,8 @@ from hotline_hw.gateware.dma import GatherScatterDMA, SEED_DMA_FILTER, dma_geome
 from hotline_hw.hashing import h3
 from sim.register_copies import watch_register_copies
 from sim.tb_dma import DmaRef, make_params, fill_memory
+
+from .test_resets import sync_registers
 
 TINY = preset("tiny")
 
@@ -467,6 +471,54 @@ def test_wide_row_stride():
               ("scatter", 0), ("wait_idle",)]
     _, _, st = check(cfg, params, script, latency=2, max_latency=6, ready=0.8)
     assert st["stat_rows_gathered"] == st["stat_rows_scattered"] == len(keys)
+
+
+@pytest.mark.parametrize("row_bits, sum_stages", [(18, 0), (24, 1), (38, 2)])
+def test_wide_rows_products_and_partial_sums(row_bits, sum_stages):
+    """Rows wider than one multiplier input: ``row * stride`` is one 18x16 product per
+    18-bit chunk of the row and 16-bit half of the stride, summed with the table base in
+    ``sum_stages`` partial-sum stages and J3. Rows are chosen so that every chunk is
+    non-zero (all ones, a carry across each chunk boundary, random), the stride has both
+    halves non-zero, and place, gather, scatter and evict all use such rows."""
+    cfg = preset("tiny", row_bits=row_bits)
+    names = {s.name for sigs in sync_registers(GatherScatterDMA(cfg)).values() for s in sigs}
+    assert {n for n in names if re.fullmatch(r"j2s\d+_v", n)} == \
+        {f"j2s{i}_v" for i in range(1, sum_stages + 1)}
+    stride = (5 << 16) | 0x1c0
+    params = make_params(cfg, row_stride=stride, rows_per_table=16)
+    rng = random.Random(row_bits)
+    top = (1 << row_bits) - 1
+    rows = {top, top - 1, (1 << 18) - 1, 1 << 18, 0x2_0000 | 1}
+    rows |= {(1 << c) - 1 for c in range(18, row_bits, 18)}
+    rows |= {1 << c for c in range(18, row_bits, 18)}
+    while len(rows) < 12:
+        rows.add(rng.randrange(1 << row_bits))
+    rows = sorted(r for r in rows if r <= top)
+    keys = [(rng.randrange(cfg.num_tables) << row_bits) | r for r in rows]
+    n_place = 4
+    placed = list(zip(keys[:n_place], rng.sample(range(cfg.cam_entries), n_place)))
+    gathered = keys[n_place:n_place + cfg.staging_rows]
+    mems = SparseMemory(), SparseMemory()
+    for mem in mems:
+        fill_memory(mem, cfg, params, seed=4, rows_per_table=16)
+        frng = np.random.default_rng(5)
+        for k in keys:                      # the far rows' pages, and one page either side
+            t, r = k >> row_bits, k & top
+            a = params.table_base[t] + r * stride
+            for pg in range(a // 4096 - 1, (a + cfg.row_bytes - 1) // 4096 + 2):
+                mem.write(pg * 4096, frng.integers(0, 256, size=4096, dtype=np.uint8))
+    ref_mem, dut_mem = mems
+    idx = range(len(gathered))
+    script = [("place", placed), ("gather", 0, list(zip(gathered, idx))), ("wait_gathers", 0),
+              ("gpu", [params.staging_addr(0, i) for i in idx], 9),
+              ("gpu", [params.popular_addr(s) for _, s in placed], 4),
+              ("scatter", 0), ("evict", {s: k for k, s in placed}), ("wait_idle",)]
+    DmaRef(cfg, params, ref_mem).run(script)
+    _, st = run_script(cfg, params, dut_mem, script, seed=row_bits, latency=2, max_latency=7,
+                       ready=0.8)
+    assert dut_mem == ref_mem, f"memory differs (addr, dut, ref): {dut_mem.diff(ref_mem)}"
+    assert st["stat_rows_placed"] == st["stat_rows_evicted"] == n_place
+    assert st["stat_rows_gathered"] == st["stat_rows_scattered"] == len(gathered)
 
 
 @pytest.mark.parametrize("row_bytes", [48, 64])
