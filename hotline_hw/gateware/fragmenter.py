@@ -635,10 +635,22 @@ class MiniBatchFragmenter(wiring.Component):
         # the new rows of the last HIST beats retired in this mini-batch, latest first
         # (forwarded to the assign stage)
         HIST = 3
+        # Forwarding compares only the low `fwd_ob` bits of the ordinals. A repeated row that
+        # is taken unresolved has its first occurrence (its NEW) among the forwarding sources:
+        # the lanes before it in its beat and the HIST beats of history as they will be at
+        # assign, HIST + 1 consecutive beats of its mini-batch. Their NEW rows of one bank
+        # have consecutive ordinals, at most (HIST + 1) * L of them, so below
+        # 2 ** fwd_ob > (HIST + 1) * L no two of them share their low bits: the compare is
+        # exact. (For a resolved DUP or a row that is not a DUP the selects are not used.)
+        # Timing: the ordinal of each lane's result comes through a 16:1 select by bank and
+        # rank (`a_res`) on take's path into `rp_fl` / `rp_hs`; 5 bits instead of 12 on
+        # `ulx3s`. A check (below) that every unresolved DUP taken matches exactly one
+        # source runs in every amaranth.sim cycle.
+        fwd_ob = min(ordb, bits_for((HIST + 1) * L))
         h_new = [Signal(L, name=f"h{t}_new") for t in range(HIST)]
         h_bank = [[Signal(max(1, bb), name=f"h{t}_bank{j}") for j in range(L)]
                   for t in range(HIST)]
-        h_ord = [[Signal(ordb, name=f"h{t}_ord{j}", reset_less=True) for j in range(L)]
+        h_ord = [[Signal(fwd_ob, name=f"h{t}_ord{j}", reset_less=True) for j in range(L)]
                  for t in range(HIST)]
         h_val = [[Signal(geo.value_bits, name=f"h{t}_val{j}", reset_less=True) for j in range(L)]
                  for t in range(HIST)]
@@ -710,17 +722,25 @@ class MiniBatchFragmenter(wiring.Component):
         rp_hs = [Signal(HIST * L, name=f"rp_hs{i}") for i in range(L)]
 
         def hmatch(i, new_j, bank_j, ord_j):
-            return new_j & (bank_j == abank(i)) & (ord_j == ares[i].ord)
+            return new_j & (bank_j == abank(i)) & (ord_j[:fwd_ob] == ares[i].ord[:fwd_ob])
 
         for i in range(L):
             lanes_i = [hmatch(i, anew[j], abank(j), ares[j].ord) for j in range(i)]
             c_h = [Cat(*[hmatch(i, h_new[t][j], h_bank[t][j] if bb else Const(0, 1),
                                 h_ord[t][j]) for j in range(L)]) for t in range(HIST)]
             c_rp = Cat(*[hmatch(i, rp_new[j], rbank(j), rp_res[j].ord) for j in range(L)])
+            c_hs = Mux(retire, Cat(c_rp, *c_h[:HIST - 1]), Cat(*c_h))
             with m.If(take):
                 if i:
                     m.d.sync += rp_fl[i].eq(Cat(*lanes_i))
-                m.d.sync += rp_hs[i].eq(Mux(retire, Cat(c_rp, *c_h[:HIST - 1]), Cat(*c_h)))
+                m.d.sync += rp_hs[i].eq(c_hs)
+            # (the low-bit compares are exact: an unresolved DUP taken has one source)
+            srcs = Cat(*lanes_i, c_hs)
+            one = (srcs != 0) & ((srcs & (srcs - 1)[:len(srcs)]) == 0)
+            udup = take & amiss[i] & (ares[i].kind == KIND_DUP) & ~ares[i].resolved
+            self.register_copies.append(
+                (f"lane {i}: an unresolved DUP taken matches one forwarding source",
+                 Const(0, 1), udup & ~one))
         with m.If(take):
             m.d.sync += [rp_valid.eq(1), rp_beat.eq(beatf.r_data), rp_new.eq(Cat(*anew)),
                          rp_any_new.eq(Cat(*anew).any())]
@@ -895,7 +915,7 @@ class MiniBatchFragmenter(wiring.Component):
             for t in range(1, HIST):
                 m.d.sync += h_new[t].eq(Mux(rb.last, 0, h_new[t - 1]))
             for j in range(L):
-                m.d.sync += [h_ord[0][j].eq(res[j].ord), h_val[0][j].eq(newval[j])]
+                m.d.sync += [h_ord[0][j].eq(res[j].ord[:fwd_ob]), h_val[0][j].eq(newval[j])]
                 if bb:
                     m.d.sync += h_bank[0][j].eq(rb.bank[j])
                 for t in range(1, HIST):
