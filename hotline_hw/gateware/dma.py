@@ -1261,8 +1261,16 @@ class GatherScatterDMA(wiring.Component):
             def sw(v):
                 return Cat(v, Const(0, max(0, w - len(v))))[:w].as_signed()
 
-            a = sw(spare + sw(gain))
-            m.d.sync += spare.eq(Mux(take, a - sw(jlen), Mux(ok & ~last, a - sw(nlen), a)))
+            def nxt(g):
+                a = sw(spare + g)
+                return Mux(take, a - sw(jlen), Mux(ok & ~last, a - sw(nlen), a))
+            if len(gain) == 1:
+                # a one-bit gain (the W side's `fetch`, which depends on `wready`) selects
+                # between the sums with 0 and with 1 (timing: it was the carry-in of the
+                # first of two adders, 13.6 ns from the W stage's valid bit in one route)
+                m.d.sync += spare.eq(Mux(gain, nxt(1), nxt(0)))
+            else:
+                m.d.sync += spare.eq(nxt(sw(gain)))
             return ~spare[-1]
 
         # precomputed one cycle early (with rj_src/rj_left): the next AR's length and whether
