@@ -35,8 +35,9 @@ Pipeline
    from dispatch, in the beat FIFO. *Assign*: each new row gets the next
    staging index (a prefix count over the beat's lanes), or ``OVERFLOW`` past
    ``staging_rows``; a repeated row takes its first occurrence's index (resolved, or
-   forwarded from an earlier lane of the beat or from the last three retired beats); a row
-   whose de-dup set is full leaves as ``OVERFLOW``. The translated beat waits in the sample
+   forwarded from an earlier lane of the beat or from the last three retired beats: the
+   source is chosen at take by comparing the low bits of the ordinals, exact in that window
+   of consecutive beats); a row whose de-dup set is full leaves as ``OVERFLOW``. The translated beat waits in the sample
    buffer (then a two-entry skid buffer) for its sample's verdict and goes to the output
    FIFO of that verdict, the beat's newly staged rows to the gather FIFO (one beat, up to
    ``lanes`` requests; ``gather``'s valid and payload are the FIFO's output registers), and

@@ -25,9 +25,8 @@ from hotline_hw.config import preset
 from hotline_hw.gateware.dma import GatherScatterDMA, SEED_DMA_FILTER, dma_geometry
 from hotline_hw.hashing import h3
 from sim.register_copies import watch_register_copies
+from sim.elaborated import sync_registers
 from sim.tb_dma import DmaRef, make_params, fill_memory
-
-from .test_resets import sync_registers
 
 TINY = preset("tiny")
 

@@ -13,40 +13,10 @@ registers is checked by the soft-reset tests (``test_dma.py::test_soft_reset_in_
 import fnmatch
 
 import pytest
-from amaranth.hdl import Fragment
-from amaranth.hdl._ast import Assign, Switch    # (amaranth pinned in pyproject.toml)
 
 from hotline_hw.config import preset
 from hotline_hw.gateware.top import HotlineAccelerator
-
-
-def _lhs(stmt, out):
-    if isinstance(stmt, Assign):
-        for s in stmt.lhs._lhs_signals():
-            out[id(s)] = s
-    elif isinstance(stmt, Switch):
-        for _patterns, stmts, *_ in stmt.cases:
-            for st in stmts:
-                _lhs(st, out)
-
-
-def sync_registers(elaboratable):
-    """``{"unit.path": [Signal, ...]}``: the signals driven in a clocked domain, per module."""
-    regs = {}
-
-    def walk(frag, path):
-        for domain, stmts in frag.statements.items():
-            if domain == "comb":
-                continue
-            sigs = {}
-            for st in stmts:
-                _lhs(st, sigs)
-            regs.setdefault(path, []).extend(sigs.values())
-        for sub, name, *_ in frag.subfragments:
-            walk(sub, f"{path}.{name}" if path else str(name))
-
-    walk(Fragment.get(elaboratable, None), "")
-    return regs
+from sim.elaborated import sync_registers
 
 
 @pytest.fixture(scope="module")
