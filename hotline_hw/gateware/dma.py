@@ -752,7 +752,7 @@ class GatherScatterDMA(wiring.Component):
         # adds neighbouring pairs, one two-input carry chain per register, so J3 always adds
         # at most three terms (as for rows of up to 18 bits, which have no such stage). The
         # stages move with `adv` like the rest of the J pipeline.
-        jv, jkind, jbank, jother = j2_v, j2_kind, j2_bank, None
+        jv, jkind, jbank, jother = j2_v, j2_kind, j2_bank, (j2_nbase + j2_nprod)[:ADDR_BITS]
         j2s_valids = []
         stage = 0
         while len(host_ops) > 3:
@@ -762,9 +762,7 @@ class GatherScatterDMA(wiring.Component):
             nkind, nbank = dreg(2, pre + "kind"), dreg(bank_bits, pre + "bank")
             nother = dreg(ADDR_BITS, pre + "other")
             with m.If(adv):
-                m.d.sync += [nv.eq(jv), nkind.eq(jkind), nbank.eq(jbank),
-                             nother.eq((j2_nbase + j2_nprod)[:ADDR_BITS] if jother is None
-                                       else jother)]
+                m.d.sync += [nv.eq(jv), nkind.eq(jkind), nbank.eq(jbank), nother.eq(jother)]
             nops = []
             for i in range(0, len(host_ops), 2):
                 if i + 1 == len(host_ops):
@@ -783,10 +781,9 @@ class GatherScatterDMA(wiring.Component):
             m.d.sync += [j3_v.eq(jv), j3_kind.eq(jkind), j3_bank.eq(jbank)]
             host = sum((t << w for t, w in host_ops[1:]), host_ops[0][0] << host_ops[0][1])
             host = host[:ADDR_BITS]
-            other = (j2_nbase + j2_nprod)[:ADDR_BITS] if jother is None else jother
             to_host = (jkind == KIND_SCATTER) | (jkind == KIND_EVICT)
-            m.d.sync += [j3_src.eq(Mux(to_host, other, host)),
-                         j3_dst.eq(Mux(to_host, host, other))]
+            m.d.sync += [j3_src.eq(Mux(to_host, jother, host)),
+                         j3_dst.eq(Mux(to_host, host, jother))]
         m.d.comb += [jsk.i.valid.eq(j3_v), jsk.i.payload.src.eq(j3_src),
                      jsk.i.payload.dst.eq(j3_dst), jsk.i.payload.kind.eq(j3_kind),
                      jsk.i.payload.bank.eq(j3_bank), jsk.i.payload.beats.eq(row_beats)]

@@ -37,13 +37,13 @@ Pipeline
    ``staging_rows``; a repeated row takes its first occurrence's index (resolved, or
    forwarded from an earlier lane of the beat or from the last three retired beats: the
    source is chosen at take by comparing the low bits of the ordinals, exact in that window
-   of consecutive beats); a row whose de-dup set is full leaves as ``OVERFLOW``. The translated beat waits in the sample
-   buffer (then a two-entry skid buffer) for its sample's verdict and goes to the output
-   FIFO of that verdict, the beat's newly staged rows to the gather FIFO (one beat, up to
-   ``lanes`` requests; ``gather``'s valid and payload are the FIFO's output registers), and
-   the statistics are counted. After a mini-batch's last beat each output gets a terminator
-   beat, and the staging bank advances (mini-batch ``n`` since reset uses bank
-   ``n % staging_banks``). Two stages keep the de-dup banks' queue pointers (res_q pop,
+   of consecutive beats); a row whose de-dup set is full leaves as ``OVERFLOW``. The
+   translated beat waits in the sample buffer (then a two-entry skid buffer) for its
+   sample's verdict and goes to the output FIFO of that verdict, the beat's newly staged
+   rows to the gather FIFO (one beat, up to ``lanes`` requests; ``gather``'s valid and
+   payload are the FIFO's output registers), and the statistics are counted. After a
+   mini-batch's last beat each output gets a terminator beat, and the staging bank advances
+   (mini-batch ``n`` since reset uses bank ``n % staging_banks``). Two stages keep the de-dup banks' queue pointers (res_q pop,
    resolver) apart from the staging count and the output handshakes (timing).
 
 Throughput and latency
