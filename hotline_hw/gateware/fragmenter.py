@@ -43,8 +43,9 @@ Pipeline
    rows to the gather FIFO (one beat, up to ``lanes`` requests; ``gather``'s valid and
    payload are the FIFO's output registers), and the statistics are counted. After a
    mini-batch's last beat each output gets a terminator beat, and the staging bank advances
-   (mini-batch ``n`` since reset uses bank ``n % staging_banks``). Two stages keep the de-dup banks' queue pointers (res_q pop,
-   resolver) apart from the staging count and the output handshakes (timing).
+   (mini-batch ``n`` since reset uses bank ``n % staging_banks``). Two stages keep the
+   de-dup banks' queue pointers (res_q pop, resolver) apart from the staging count and the
+   output handshakes (timing).
 
 Throughput and latency
 ----------------------
