@@ -9,11 +9,15 @@ from sim.runner import run_cocotb
 
 #: variant name -> config. ``tiny``: 64-bit bus, 4 reads in flight, 16-row banks, rows up to
 #: 64 B. ``w128``: 128-bit bus, 8 IDs for 16 reads in flight (IDs reused), rows up to 256 B.
+#: ``rows24``: ``tiny`` with 24-bit rows.
 VARIANTS = {
     "tiny": preset("tiny"),
     "w128": preset("tiny", name="dma-w128", axi_data_bits=128, axi_id_bits=3,
                    max_outstanding_reads=16, row_bytes=32, max_row_bytes=256,
                    staging_rows=32, dedup_sets=16),
+    # 24-bit rows: wider than one multiplier input, so the J pipeline has a partial-sum
+    # stage (J2s1) between the products and the addresses
+    "rows24": preset("tiny", name="dma-rows24", row_bits=24),
 }
 
 @pytest.mark.parametrize("variant", list(VARIANTS))
