@@ -33,8 +33,9 @@ Micro-architecture
       |     gather log (key, wait mask, epoch snapshot per (bank, index))
       v            ^ scatter sequencer reads it
     arbiter: replay > scatter > evict > place > gather  (one row job per cycle)
-      -> J1 (select) -> J2 (table base, row * ROW_STRIDE as 18x16 products, n * ROW_BYTES)
-      -> [J2s: partial sums, rows wider than 18 bits] -> J3 (src, dst)
+      -> J1 (select) -> J2i (multiplier inputs) -> J2 (row * ROW_STRIDE as 18x16 products,
+      n * ROW_BYTES) -> J2o (products again, table base) -> [J2s: partial sums, rows wider
+      than 18 bits] -> J3 (src, dst)
       -> skid buffer -> read issuer: splits src into bursts, one reorder-buffer tag + buffer space each,
          AR; the row's (dst, kind, bank) goes to the row FIFO
       -> R: tag = head tag of the ID (looked up as the beat is registered), beat -> data
@@ -157,7 +158,7 @@ cleared (``busy`` stays high meanwhile; ``place``/``gather`` wait).
 Cycle costs
 -----------
 * Job front end: one row job per cycle (input buffer 1 cycle, a gather's check stages G1
-  and G2 2 cycles, J1 -> J3 3 cycles, 4 for rows wider than 18 bits, J skid buffer 1 cycle
+  and G2 2 cycles, J1 -> J3 5 cycles, 6 for rows wider than 18 bits, J skid buffer 1 cycle
   of latency); a deferred gather replays in
   3 cycles; the scatter sequencer emits one row per cycle (after 2 cycles of log read-ahead)
   and completes 1 cycle after its last write response, the evict sequencer one
@@ -166,8 +167,8 @@ Cycle costs
   crossing) ARs. Read throughput is one beat per cycle while ``max_outstanding_reads`` bursts
   and ``buffer_beats`` cover the memory latency: ``efficiency ~ min(1, bursts in flight *
   burst beats / (latency + burst beats))``.
-* Latency of a row (no contention, memory latency ``L``): ~5 cycles to the AR (a gather
-  7; one more each for rows wider than 18 bits), ``L + beats`` for the data, ~5 cycles
+* Latency of a row (no contention, memory latency ``L``): ~7 cycles to the AR (a gather
+  9; one more each for rows wider than 18 bits), ``L + beats`` for the data, ~5 cycles
   from the last R beat to the AW, ``beats`` of W, then the B.
 """
 
@@ -707,29 +708,45 @@ class GatherScatterDMA(wiring.Component):
         m.d.comb += j1_live.eq(j1_v & ~j1_bad)
         with m.If(j1_v & j1_bad):
             m.d.sync += self.bad_key.eq(1)
-        j2_kind, j2_bank = dreg(2, "j2_kind"), dreg(bank_bits, "j2_bank")
-        j2_tbase, j2_nbase, j2_nprod = (dreg(ADDR_BITS, n) for n in
-                                        ("j2_tbase", "j2_nbase", "j2_nprod"))
+        # The multipliers sit between registers of their own (timing: `j1_key`, whose input
+        # is the arbiter's select, was placed 4.2 ns of routing from the DSPs, and the
+        # product's register, pulled towards the adders, 4.1 ns after them; with the DSP's
+        # own 3.9 ns that was the core's longest path). J2i holds copies of the multipliers'
+        # inputs (the row, the row count `n`), fed only by J1 and feeding only the DSPs; J2
+        # registers their products beside the DSPs; J2o registers them again for the adders
+        # and looks up the bases. Each stage moves with `adv` like the rest of the J pipeline.
+        tid_bits = max(1, kb - cfg.row_bits)
+        j2i_v = Signal(name="j2i_v")
+        j2i_kind, j2i_bank = dreg(2, "j2i_kind"), dreg(bank_bits, "j2i_bank")
+        j2i_row, j2i_n = dreg(cfg.row_bits, "j2i_row"), dreg(nbits, "j2i_n")
+        j2i_tid = dreg(tid_bits, "j2i_tid")
+        j2_kind, j2_bank, j2_tid = (dreg(2, "j2_kind"), dreg(bank_bits, "j2_bank"),
+                                    dreg(tid_bits, "j2_tid"))
+        j2_nprod = dreg(ADDR_BITS, "j2_nprod")
+        j2o_v = Signal(name="j2o_v")
+        j2o_kind, j2o_bank = dreg(2, "j2o_kind"), dreg(bank_bits, "j2o_bank")
+        j2o_tbase, j2o_nbase, j2o_nprod = (dreg(ADDR_BITS, n) for n in
+                                           ("j2o_tbase", "j2o_nbase", "j2o_nprod"))
         # row * row_stride as registered partial products, one per 18-bit chunk of the row
         # and 16-bit half of the stride: each is a single 18x18 multiplier (MULT18X18D on
         # ECP5) with no adder after it before its register. Each is kept with its weight
         # (the bit where it adds in): ``host = tbase + sum(p << weight)``.
         # (Products are cut to the bits below ADDR_BITS that they can reach.)
         # The multipliers take a copy of `row_stride` registered here, next to them (timing:
-        # the register block's flip-flop was 4.1 ns of routing away from the DSP, whose own
-        # 3.9 ns and the 3.7 ns to the product's register made a 12.3 ns path). The copy is
-        # a cycle late, which the rule above (parameters change only while idle) covers.
+        # the register block's flip-flop was 4.1 ns of routing away from the DSP). The copy
+        # is a cycle late, which the rule above (parameters change only while idle) covers.
         stride = Signal(32, name="stride_q", reset_less=True)
         m.d.sync += stride.eq(self.row_stride)
-        row = j1_key[:cfg.row_bits]
-        host_ops = [(j2_tbase, 0)]
+        host_ops = [(j2o_tbase, 0)]
         for lo in range(0, cfg.row_bits, MUL_ROW_BITS):
             hi = min(lo + MUL_ROW_BITS, cfg.row_bits)
             for slo in (0, 16):
-                p = dreg(min(hi - lo + 16, ADDR_BITS - lo - slo), f"j2_p{lo}_{slo}")
+                wid = min(hi - lo + 16, ADDR_BITS - lo - slo)
+                p = dreg(wid, f"j2_p{lo}_{slo}")
+                po = dreg(wid, f"j2o_p{lo}_{slo}")
                 with m.If(adv):
-                    m.d.sync += p.eq(row[lo:hi] * stride[slo:slo + 16])
-                host_ops.append((p, lo + slo))
+                    m.d.sync += [p.eq(j2i_row[lo:hi] * stride[slo:slo + 16]), po.eq(p)]
+                host_ops.append((po, lo + slo))
         host_ops.sort(key=lambda op: op[1])
         j3_kind, j3_bank = dreg(2, "j3_kind"), dreg(bank_bits, "j3_bank")
         j3_src, j3_dst = dreg(ADDR_BITS, "j3_src"), dreg(ADDR_BITS, "j3_dst")
@@ -739,12 +756,16 @@ class GatherScatterDMA(wiring.Component):
             m.d.sync += [
                 j1_v.eq(sel_any), j1_kind.eq(sel_kind), j1_bank.eq(sel_bank), j1_key.eq(sel_key),
                 j1_n.eq(sel_n),
-                j2_v.eq(j1_live), j2_kind.eq(j1_kind), j2_bank.eq(j1_bank),
-                j2_tbase.eq(tbases[j1_key[cfg.row_bits:]] if cfg.num_tables > 1
-                            else self.table_base[0]),
-                j2_nbase.eq(Mux((j1_kind == KIND_PLACE) | (j1_kind == KIND_EVICT),
-                                self.popular_base, sbases[j1_bank])),
-                j2_nprod.eq(j1_n * self.row_bytes),
+                j2i_v.eq(j1_live), j2i_kind.eq(j1_kind), j2i_bank.eq(j1_bank),
+                j2i_row.eq(j1_key[:cfg.row_bits]), j2i_n.eq(j1_n),
+                j2i_tid.eq(j1_key[cfg.row_bits:] if cfg.num_tables > 1 else 0),
+                j2_v.eq(j2i_v), j2_kind.eq(j2i_kind), j2_bank.eq(j2i_bank), j2_tid.eq(j2i_tid),
+                j2_nprod.eq(j2i_n * self.row_bytes),
+                j2o_v.eq(j2_v), j2o_kind.eq(j2_kind), j2o_bank.eq(j2_bank),
+                j2o_nprod.eq(j2_nprod),
+                j2o_tbase.eq(tbases[j2_tid] if cfg.num_tables > 1 else self.table_base[0]),
+                j2o_nbase.eq(Mux((j2_kind == KIND_PLACE) | (j2_kind == KIND_EVICT),
+                                 self.popular_base, sbases[j2_bank])),
             ]
 
         # Partial-sum stages (J2s1, J2s2, ...: only for rows wider than one multiplier input,
@@ -752,8 +773,8 @@ class GatherScatterDMA(wiring.Component):
         # adds neighbouring pairs, one two-input carry chain per register, so J3 always adds
         # at most three terms (as for rows of up to 18 bits, which have no such stage). The
         # stages move with `adv` like the rest of the J pipeline.
-        jv, jkind, jbank, jother = j2_v, j2_kind, j2_bank, (j2_nbase + j2_nprod)[:ADDR_BITS]
-        j2s_valids = []
+        jv, jkind, jbank, jother = j2o_v, j2o_kind, j2o_bank, (j2o_nbase + j2o_nprod)[:ADDR_BITS]
+        j_valids = [j2i_v, j2o_v]
         stage = 0
         while len(host_ops) > 3:
             stage += 1
@@ -775,7 +796,7 @@ class GatherScatterDMA(wiring.Component):
                 with m.If(adv):
                     m.d.sync += t.eq(value)
                 nops.append((t, wa))
-            j2s_valids.append(nv)
+            j_valids.append(nv)
             jv, jkind, jbank, jother, host_ops = nv, nkind, nbank, nother, nops
         with m.If(adv):
             m.d.sync += [j3_v.eq(jv), j3_kind.eq(jkind), j3_bank.eq(jbank)]
@@ -1560,7 +1581,7 @@ class GatherScatterDMA(wiring.Component):
                 | (row_fifo.level != 0) | s_pending.any()
                 | (s_state != 0) | e_pending | (e_state != 0) | rp_busy_state)
         work = work | qnz.any()
-        for v in j2s_valids:
+        for v in j_valids:
             work = work | v
         m.d.comb += self.busy.eq(rst_pending | ~quiescent | (~error & work))
         return top

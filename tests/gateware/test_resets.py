@@ -40,9 +40,11 @@ SPLIT = [
      ["touched", "newcnt", "rptr"]),   # (b1..b3_valid are unnamed: a tuple assignment)
     ("fragmenter", ["d0", "d0s", "e0", "e0s", "rp_beat", "rp_res*", "h*_ord*", "h*_val*"],
      ["d0_valid", "d0s_valid", "e0_valid", "e0s_valid", "rp_valid", "h*_new"]),
-    ("dma.core", ["j1_key", "j2_tbase", "j2_p*", "j2s1_t*", "j2s1_other", "j3_src", "j3_dst",
+    ("dma.core", ["j1_key", "j2i_row", "j2i_n", "j2_p*", "j2_nprod", "j2o_p*", "j2o_tbase",
+                  "j2s1_t*", "j2s1_other", "j3_src", "j3_dst",
                   "rj_src", "wr_dst", "r1_data", "t_ptr*", "t_len*"],
-     ["j1_bad", "j2s1_v", "j3_v", "rj_v", "wr_v", "r1_last", "t_done*", "beat_spare", "buf_spare"]),
+     ["j1_bad", "j2i_v", "j2o_v", "j2s1_v", "j3_v", "rj_v", "wr_v", "r1_last", "t_done*",
+      "beat_spare", "buf_spare"]),
 ]
 
 
