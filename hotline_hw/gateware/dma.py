@@ -732,11 +732,13 @@ class GatherScatterDMA(wiring.Component):
         # ECP5) with no adder after it before its register. Each is kept with its weight
         # (the bit where it adds in): ``host = tbase + sum(p << weight)``.
         # (Products are cut to the bits below ADDR_BITS that they can reach.)
-        # The multipliers take a copy of `row_stride` registered here, next to them (timing:
-        # the register block's flip-flop was 4.1 ns of routing away from the DSP). The copy
-        # is a cycle late, which the rule above (parameters change only while idle) covers.
+        # The multipliers take copies of `row_stride` and `row_bytes` registered here, next
+        # to them (timing: the register block's flip-flops were ~4 ns of routing away from
+        # the DSPs). The copies are a cycle late, which the rule above (parameters change
+        # only while idle) covers.
         stride = Signal(32, name="stride_q", reset_less=True)
-        m.d.sync += stride.eq(self.row_stride)
+        rbytes = Signal(len(self.row_bytes), name="row_bytes_q", reset_less=True)
+        m.d.sync += [stride.eq(self.row_stride), rbytes.eq(self.row_bytes)]
         host_ops = [(j2o_tbase, 0)]
         for lo in range(0, cfg.row_bits, MUL_ROW_BITS):
             hi = min(lo + MUL_ROW_BITS, cfg.row_bits)
@@ -760,7 +762,7 @@ class GatherScatterDMA(wiring.Component):
                 j2i_row.eq(j1_key[:cfg.row_bits]), j2i_n.eq(j1_n),
                 j2i_tid.eq(j1_key[cfg.row_bits:] if cfg.num_tables > 1 else 0),
                 j2_v.eq(j2i_v), j2_kind.eq(j2i_kind), j2_bank.eq(j2i_bank), j2_tid.eq(j2i_tid),
-                j2_nprod.eq(j2i_n * self.row_bytes),
+                j2_nprod.eq(j2i_n * rbytes),
                 j2o_v.eq(j2_v), j2o_kind.eq(j2_kind), j2o_bank.eq(j2_bank),
                 j2o_nprod.eq(j2_nprod),
                 j2o_tbase.eq(tbases[j2_tid] if cfg.num_tables > 1 else self.table_base[0]),
