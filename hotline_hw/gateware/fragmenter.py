@@ -411,7 +411,7 @@ class MiniBatchFragmenter(wiring.Component):
             m.submodules[f"dedup{b}"] = bank
             banks.append(bank)
         # parts whose `register_copies` the amaranth.sim tests check (sim/register_copies.py)
-        self.register_copy_parts = banks
+        self.register_copy_parts = banks + [beatf]
 
         # The dispatch register (d0): a beat's meta and CAM results leave their FIFOs into
         # it with each lane's kind, each miss's rank in its bank and the misses per bank

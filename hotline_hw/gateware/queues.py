@@ -306,7 +306,9 @@ class PeekFIFO(Elaboratable):
     asynchronous read at the read pointer, valid while ``next_rdy`` (the RAM holds an
     entry). A reader can then decide in the cycle before an
     entry reaches ``r_data`` (the fragmenter's take stage registers its "the head beat may
-    leave" from the next beat's need).
+    leave" from the next beat's need). The peek bits are kept in a small RAM of their own,
+    with its own copies of the pointers (``register_copies``), so that its read is not
+    behind the wide RAM's read-address net.
 
     ``block_ram``: only the ``peek`` bits are kept in the asynchronous-read RAM; the others
     are in a RAM with a synchronous read port, whose output register is their part of
@@ -324,6 +326,7 @@ class PeekFIFO(Elaboratable):
         self.peek = peek if peek is not None else slice(0, width)
         assert self.peek.step in (None, 1)
         self.block_ram = block_ram
+        self.register_copies = []           # (LUT RAM mode: sim/register_copies.py)
         self.w_en = Signal()
         self.w_data = Signal(width)
         self.w_rdy = Signal()
@@ -343,9 +346,10 @@ class PeekFIFO(Elaboratable):
         do_write = self.w_rdy & self.w_en
         do_inner_read = self.next_rdy & (~self.r_rdy | self.r_en)
 
-        if not self.block_ram:
-            m.submodules.storage = storage = Memory(shape=self.width, depth=inner_depth,
-                                                    init=[])
+        lo, hi, _ = self.peek.indices(self.width)
+        rest = self.width - (hi - lo)        # the bits outside the peek
+        if not self.block_ram and rest:
+            m.submodules.storage = storage = Memory(shape=rest, depth=inner_depth, init=[])
             w_port = storage.write_port()
             r_port = storage.read_port(domain="comb")
         produce = Signal(range(inner_depth))
@@ -355,16 +359,34 @@ class PeekFIFO(Elaboratable):
             return Mux(v == inner_depth - 1, 0, v + 1)
 
         if not self.block_ram:
-            m.d.comb += [w_port.addr.eq(produce), w_port.data.eq(self.w_data),
-                         w_port.en.eq(do_write), r_port.addr.eq(consume),
-                         self.next_data.eq(r_port.data[self.peek])]
+            rest_q = Const(0, 0)
+            if rest:
+                m.d.comb += [w_port.addr.eq(produce),
+                             w_port.data.eq(Cat(self.w_data[:lo], self.w_data[hi:])),
+                             w_port.en.eq(do_write), r_port.addr.eq(consume)]
+                rest_q = r_port.data
+            # The peek bits in a small RAM of their own, addressed by pointer copies of its
+            # own (timing: the read pointer of the wide RAM reaches every one of its LUT RAM
+            # slices, ~50 on the fragmenter's beat FIFO, and the peek bits came out of it
+            # after that net; the small RAM and its pointers can sit by the reader). The
+            # copies are the pointers plus one (reset to 1), so that Yosys, which merges
+            # flip-flops with equal inputs and resets, keeps them apart.
+            m.submodules.peek_storage = pst = Memory(shape=hi - lo, depth=inner_depth, init=[])
+            pw, pr = pst.write_port(), pst.read_port(domain="comb")
+            produce_p = Signal(range(inner_depth), init=1, name="produce_p")
+            consume_p = Signal(range(inner_depth), init=1, name="consume_p")
+            m.d.comb += [pw.addr.eq(produce_p), pw.data.eq(self.w_data[lo:hi]),
+                         pw.en.eq(do_write), pr.addr.eq(consume_p),
+                         self.next_data.eq(pr.data)]
+            self.register_copies = [("peek pointers: produce + 1", incr(produce), produce_p),
+                                    ("peek pointers: consume + 1", incr(consume), consume_p)]
             with m.If(do_write):
-                m.d.sync += produce.eq(incr(produce))
+                m.d.sync += [produce.eq(incr(produce)), produce_p.eq(incr(produce_p))]
             with m.If(do_inner_read):
-                m.d.sync += [consume.eq(incr(consume)), self.r_data.eq(r_port.data)]
+                m.d.sync += [consume.eq(incr(consume)), consume_p.eq(incr(consume_p)),
+                             self.r_data.eq(Cat(rest_q[:lo], pr.data, rest_q[lo:]))]
         else:
             # the peek bits: asynchronous read, registered into r_data on a read
-            lo, hi, _ = self.peek.indices(self.width)
             m.submodules.peek_storage = pst = Memory(shape=hi - lo, depth=inner_depth, init=[])
             pw, pr = pst.write_port(), pst.read_port(domain="comb")
             peek_q = Signal(hi - lo, reset_less=True)
@@ -372,7 +394,6 @@ class PeekFIFO(Elaboratable):
                          pw.en.eq(do_write), pr.addr.eq(consume), self.next_data.eq(pr.data)]
             with m.If(do_inner_read):
                 m.d.sync += peek_q.eq(pr.data)
-            rest = self.width - (hi - lo)
             if rest:
                 # the other bits: a synchronous read of the same entry on the same cycle
                 # (never the entry being written: a write needs a free place, and the read

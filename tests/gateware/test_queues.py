@@ -16,6 +16,7 @@ from amaranth.hdl import Module, Signal, unsigned
 from amaranth.sim import Simulator
 
 from hotline_hw.gateware.queues import MultiQueue, RingQueue
+from sim.register_copies import watch_register_copies
 
 W = 7  # entry width
 
@@ -139,7 +140,8 @@ def test_multi_queue(depth, npush, npop, update):
     run_queue("multi", depth, npush, npop, update=update, seed=depth + npush)
 
 
-@pytest.mark.parametrize("block_ram,lo,hi", [(False, 2, 6), (True, 2, 6), (True, 0, 3),
+@pytest.mark.parametrize("block_ram,lo,hi", [(False, 2, 6), (False, 0, 3), (False, W - 3, W),
+                                              (False, 0, W), (True, 2, 6), (True, 0, 3),
                                               (True, W - 3, W), (True, 0, W)])
 @pytest.mark.parametrize("depth", [3, 4, 16])
 def test_peek_fifo_matches_sync_fifo_buffered(depth, block_ram, lo, hi, seed=5, cycles=800):
@@ -161,6 +163,7 @@ def test_peek_fifo_matches_sync_fifo_buffered(depth, block_ram, lo, hi, seed=5, 
                  ref.w_data.eq(w_data), dut.w_data.eq(w_data)]
     sim = Simulator(m)
     sim.add_clock(1e-6)
+    watch_register_copies(sim, dut, expect=not block_ram)
     checked = {"peeks": 0, "reads": 0}
 
     async def bench(ctx):
