@@ -524,9 +524,7 @@ class MiniBatchFragmenter(wiring.Component):
         dedup_idle = Signal()                # the previous mini-batch has retired
         rp_valid = Signal()                  # the retire pipeline register holds a beat
         m.d.comb += [
-            # (the beat FIFO is empty: its output register and its RAM, without the level's
-            # adder)
-            dedup_idle.eq(Cat(*[bk.idle for bk in banks]).all() & ~beatf.next_rdy
+            dedup_idle.eq(Cat(*[bk.idle for bk in banks]).all() & (beatf.level == 0)
                           & ~beatf.r_rdy & ~rp_valid),
             all_idle.eq(dedup_idle & retire_idle),
         ]

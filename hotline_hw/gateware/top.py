@@ -432,19 +432,16 @@ class HotlineAccelerator(wiring.Component):
         # and the units' registered busy (so the units' busy two cycles late), or'ed with a
         # command taken in the last four cycles, so that a read sampled the cycle after a
         # command is taken (the earliest a read after the command's write response can be)
-        # reads busy although the units start later. STATUS.gathers_done: three cycles late,
+        # reads busy although the units start later. STATUS.gathers_done: two cycles late,
         # both its terms delayed alike (it falls after a mini-batch's first lookup enters,
-        # long before software can have sent the whole mini-batch); the gather-busy term's
-        # first register (`g_busy_p`) takes the fragmenter's deep OR of its queues and banks
-        # and may sit by it (timing: 12.4 ns from the beat FIFO to `g_busy_q` on `ulx3s`).
+        # long before software can have sent the whole mini-batch).
         busy_r = Signal()
         cmd_r = Signal()
         gathers_done = Signal(cfg.staging_banks)
-        g_busy_p, g_busy_q = Signal(), Signal()
-        g_done_p, g_done_q = Signal(cfg.staging_banks), Signal(cfg.staging_banks)
-        m.d.sync += [g_busy_p.eq(frag.gather_busy | frag.gather.valid | split.busy),
-                     g_done_p.eq(dma.gathers_done),
-                     g_busy_q.eq(g_busy_p), g_done_q.eq(g_done_p),
+        g_busy_q = Signal()
+        g_done_q = Signal(cfg.staging_banks)
+        m.d.sync += [g_busy_q.eq(frag.gather_busy | frag.gather.valid | split.busy),
+                     g_done_q.eq(dma.gathers_done),
                      gathers_done.eq(Mux(g_busy_q, 0, g_done_q))]
         cmd_recent = Signal(4)
         m.d.sync += [busy_r.eq(~ctl.ongoing("IDLE") | dma_busy | frag_busy | pop_busy
