@@ -77,6 +77,10 @@ GENERATED_WAIVERS = (
     Waiver("UNUSEDSIGNAL", r"not used: '\$[^']*'", reason=
            "Amaranth's numbered temporaries (`$3`): arithmetic is computed at the full Python "
            "width (a carry bit) and then truncated by the assignment, as written."),
+    Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(consume_p|produce_p)'$", reason=
+           "PeekFIFO's pointer copies (gateware/queues.py) are exactly the peek RAM's port "
+           "addresses: the register keeps the port's name (`pr__addr`) and these names are "
+           "left as alias wires of it, never read. Only these two names."),
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '[A-Za-z0-9_]+__[A-Za-z0-9_]+'$", reason=
            "Amaranth's nets for interface members (`a__b`, always with `__`): the export "
            "wrapper re-declares the wrapped component's port nets, and when Amaranth wires a "

@@ -627,7 +627,8 @@ class DedupBank(Elaboratable):
             # beat waits for them
             dec_upd.append(here & ~done & ~in_ram_f[k] & known_f[k])
             dec_req.append(here & ~done & in_ram_f[k])
-            dec_adv.append(here & (done | (~in_ram_f[k] & (known_f[k] | (self.head_need > k)))))
+            passing = (self.head_need > k) if k < L else Const(0, 1)     # head_need <= L
+            dec_adv.append(here & (done | (~in_ram_f[k] & (known_f[k] | passing))))
         rsel = rptr[:ceil_log2(geo.res_depth)]
         r_in = ~rptr[-1] if geo.res_depth == 1 << len(rsel) else rptr < geo.res_depth
         # the index RAM is read at the entry's ordinal every cycle; used after `dec_req`
