@@ -358,6 +358,14 @@ class PeekFIFO(Elaboratable):
         def incr(v):
             return Mux(v == inner_depth - 1, 0, v + 1)
 
+        def peek_ram(w_addr, r_addr):
+            """The peek bits' RAM (asynchronous read, at ``r_addr``); returns its read port."""
+            m.submodules.peek_storage = pst = Memory(shape=hi - lo, depth=inner_depth, init=[])
+            pw, pr = pst.write_port(), pst.read_port(domain="comb")
+            m.d.comb += [pw.addr.eq(w_addr), pw.data.eq(self.w_data[lo:hi]),
+                         pw.en.eq(do_write), pr.addr.eq(r_addr), self.next_data.eq(pr.data)]
+            return pr
+
         if not self.block_ram:
             rest_q = Const(0, 0)
             if rest:
@@ -371,13 +379,9 @@ class PeekFIFO(Elaboratable):
             # after that net; the small RAM and its pointers can sit by the reader). The
             # copies are the pointers plus one (reset to 1), so that Yosys, which merges
             # flip-flops with equal inputs and resets, keeps them apart.
-            m.submodules.peek_storage = pst = Memory(shape=hi - lo, depth=inner_depth, init=[])
-            pw, pr = pst.write_port(), pst.read_port(domain="comb")
             produce_p = Signal(range(inner_depth), init=1, name="produce_p")
             consume_p = Signal(range(inner_depth), init=1, name="consume_p")
-            m.d.comb += [pw.addr.eq(produce_p), pw.data.eq(self.w_data[lo:hi]),
-                         pw.en.eq(do_write), pr.addr.eq(consume_p),
-                         self.next_data.eq(pr.data)]
+            pr = peek_ram(produce_p, consume_p)
             self.register_copies = [("peek pointers: produce + 1", incr(produce), produce_p),
                                     ("peek pointers: consume + 1", incr(consume), consume_p)]
             with m.If(do_write):
@@ -387,11 +391,8 @@ class PeekFIFO(Elaboratable):
                              self.r_data.eq(Cat(rest_q[:lo], pr.data, rest_q[lo:]))]
         else:
             # the peek bits: asynchronous read, registered into r_data on a read
-            m.submodules.peek_storage = pst = Memory(shape=hi - lo, depth=inner_depth, init=[])
-            pw, pr = pst.write_port(), pst.read_port(domain="comb")
+            pr = peek_ram(produce, consume)
             peek_q = Signal(hi - lo, reset_less=True)
-            m.d.comb += [pw.addr.eq(produce), pw.data.eq(self.w_data[lo:hi]),
-                         pw.en.eq(do_write), pr.addr.eq(consume), self.next_data.eq(pr.data)]
             with m.If(do_inner_read):
                 m.d.sync += peek_q.eq(pr.data)
             if rest:
