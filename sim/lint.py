@@ -11,6 +11,7 @@ backend emits by construction, each scoped as narrowly as the message allows: a 
 signal the designer named (an unused input, a truncation, a latch...) is never waived here.
 """
 
+import bisect
 import dataclasses
 import os
 import re
@@ -97,6 +98,38 @@ def _verilator_env():
 
 _LINE = re.compile(r"^%(Warning|Error)(?:-([A-Z0-9_]+))?:\s*(?:([^:\s]+):(\d+):(?:\d+):)?\s*(.*)$")
 _INST = re.compile(r":\s*\.\.\.\s*note: In instance '([^']*)'")
+_MODULE = re.compile(r"^\s*module\s+\\?([^\s(;]+)")
+
+
+def _module_starts(path):
+    """``(line, name)`` of every ``module`` declaration of a Verilog file, in file order."""
+    starts = []
+    with open(path, errors="replace") as f:
+        for n, line in enumerate(f, 1):
+            mm = _MODULE.match(line)
+            if mm:
+                starts.append((n, mm.group(1)))
+    return starts
+
+
+def _with_instances(found, path, top):
+    """``found`` with the instance of each warning that Verilator gave none filled in from
+    the module its line is in. Verilator leaves the ``In instance`` note out of some warnings
+    (seen: every warning of one module after an unrelated change elsewhere in that module),
+    and Amaranth writes one module per instance, named by the instance's hierarchical path
+    (``hotline.dut.fragmenter``), so the module is the instance. The top module's own
+    warnings keep no instance, as Verilator reports them."""
+    starts = None
+    out = []
+    for w in found:
+        if w.instance is None and w.line and Path(w.file).resolve() == path:
+            if starts is None:
+                starts = _module_starts(path)
+            i = bisect.bisect_right([n for n, _ in starts], w.line) - 1
+            if i >= 0 and starts[i][1] != top:
+                w = dataclasses.replace(w, instance=starts[i][1])
+        out.append(w)
+    return out
 
 
 def lint_report(verilog_path, *, top=None, waivers=(), extra_args=()):
@@ -125,6 +158,7 @@ def lint_report(verilog_path, *, top=None, waivers=(), extra_args=()):
         mi = _INST.search(line)
         if mi and found and found[-1].instance is None:
             found[-1] = dataclasses.replace(found[-1], instance=mi.group(1))
+    found = _with_instances(found, path, top)
     if res.returncode and not any(w.code == "ERROR" for w in found):
         found.append(LintWarning("ERROR", str(path), 0,
                                  f"verilator exited with {res.returncode}: {res.stderr[-500:]}"))

@@ -590,3 +590,68 @@ def test_flush_while_the_outputs_are_blocked(seed):
     beats[-1] = dict(beats[-1], user=0, last=0)    # the stream stops inside a sample
     exp, res = check(cfg, Cam(cfg), [], beats, seed=seed, flush=True, idle=0, stall=0.97)
     assert res["framing_errors"] == 1 and res["minibatches"] == 1
+
+
+@pytest.mark.parametrize("lanes", [1, 4])
+@pytest.mark.parametrize("popular", [False, True])
+def test_min_latency(lanes, popular):
+    """``min_latency`` is exact: one-lookup samples of one mini-batch, each given 40 cycles
+    after the one before (nothing waits for an earlier beat), no backpressure: every sample
+    but the first (which waits for the mini-batch's drain) leaves ``min_latency`` cycles
+    after its beat is accepted if popular (a CAM hit), 4 cycles later if not (a new row:
+    its de-dup bank's lookup)."""
+    cfg = make_cfg(lanes, staging_rows=16)
+    keys = [(1 << cfg.row_bits) | r for r in range(1, 7)]
+    samples = [[k] for k in keys]
+    beats = frame_lookup_beats(samples, lanes)
+    dut = FragmenterUnit(cfg)
+    cycle = Signal(32)
+    acc, outs = [], []
+
+    async def main(ctx):
+        for port in (dut.popular, dut.nonpopular, dut.gather):
+            ctx.set(port.ready, 1)
+        await ctx.tick().until(~dut.cam_busy)
+        if popular:
+            for s, k in enumerate(keys):
+                ctx.set(dut.cam_write.payload, {"slot": s, "key": k, "used": 1})
+                ctx.set(dut.cam_write.valid, 1)
+                await ctx.tick().until(dut.cam_write.ready)
+            ctx.set(dut.cam_write.valid, 0)
+        for _ in range(10):
+            await ctx.tick()
+        for b in beats:
+            ctx.set(dut.lookups.payload, {"keys": b["keys"], "keep": b["keep"],
+                                          "user": b["user"], "last": b["last"]})
+            ctx.set(dut.lookups.valid, 1)
+            await ctx.tick().until(dut.lookups.ready)
+            acc.append(ctx.get(cycle) - 1)
+            ctx.set(dut.lookups.valid, 0)
+            for _ in range(40):
+                await ctx.tick()
+
+    async def watch(ctx):
+        port = dut.popular if popular else dut.nonpopular
+        other = dut.nonpopular if popular else dut.popular
+        while True:
+            _, _, c, v, p, ov = await ctx.tick().sample(cycle, port.valid, port.payload,
+                                                       other.valid)
+            assert not ov or len(outs) == len(beats), "a beat left by the wrong output"
+            if v and p.keep:
+                outs.append(c)
+
+    m = Module()
+    m.submodules.dut = dut
+    m.d.sync += cycle.eq(cycle + 1)
+    sim = Simulator(m)
+    sim.add_clock(1e-8)
+    sim.add_testbench(watch, background=True)
+    sim.add_testbench(watchdog(2_000), background=True)
+    sim.add_testbench(main)
+    sim.run()
+    assert len(outs) == len(beats)
+    lat = [o - a for o, a in zip(outs, acc)]
+    print(f"lanes={lanes} popular={popular}: latencies {lat}")
+    want = dut.min_latency + (0 if popular else 4)
+    assert lat[0] >= want
+    assert lat[1:] == [want] * (len(beats) - 1)

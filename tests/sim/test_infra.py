@@ -234,3 +234,20 @@ def test_lint_reports_an_unused_input_and_honours_a_file_waiver(tmp_path):
     assert lint(vpath, waivers=[Waiver("UNUSEDSIGNAL", r"'b'", reason="test")]) == []
     with pytest.raises(ValueError, match="give a reason"):
         Waiver("UNUSEDSIGNAL")
+
+
+def test_lint_instance_from_the_module_when_verilator_gives_none(tmp_path):
+    """A warning without Verilator's ``In instance`` note takes the module its line is in
+    (Amaranth's module names are instance paths); the top's own warnings keep none, and an
+    instance-scoped waiver then applies."""
+    from sim.lint import LintWarning, _with_instances
+    v = tmp_path / "top.v"
+    v.write_text("module \\top.dut.sub (a);\n  input a;\nendmodule\n"
+                 "module top (b);\n  input b;\nendmodule\n")
+    found = [LintWarning("UNUSEDSIGNAL", str(v), 2, "Signal is not used: 'a'"),
+             LintWarning("UNUSEDSIGNAL", str(v), 5, "Signal is not used: 'b'"),
+             LintWarning("UNUSEDSIGNAL", str(v), 2, "x", instance="given")]
+    got = _with_instances(found, v.resolve(), "top")
+    assert [w.instance for w in got] == ["top.dut.sub", None, "given"]
+    w = Waiver("UNUSEDSIGNAL", "'a'", instance=r"top\.dut\.sub", reason="test")
+    assert w.matches(got[0]) and not w.matches(found[0])
