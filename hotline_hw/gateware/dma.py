@@ -163,8 +163,9 @@ Cycle costs
   3 cycles; the scatter sequencer emits one row per cycle (after 2 cycles of log read-ahead)
   and completes 1 cycle after its last write response, the evict sequencer one
   slot per CAM read round trip (about 3 cycles for a ``full`` CAM, 6 for ``hash``).
-* Read issuer: one AR per cycle; a row of ``b`` beats needs ``ceil(b / 256)`` (+1 per 4 KiB
-  crossing) ARs. Read throughput is one beat per cycle while ``max_outstanding_reads`` bursts
+* Read issuer: one AR per cycle, but a row's burst after one that is not its last waits a
+  cycle (its length enters the credit a cycle late; likewise on the write side); a row of
+  ``b`` beats needs ``ceil(b / 256)`` (+1 per 4 KiB crossing) ARs. Read throughput is one beat per cycle while ``max_outstanding_reads`` bursts
   and ``buffer_beats`` cover the memory latency: ``efficiency ~ min(1, bursts in flight *
   burst beats / (latency + burst beats))``.
 * Latency of a row (no contention, memory latency ``L``): ~7 cycles to the AR (a gather
@@ -1266,24 +1267,31 @@ class GatherScatterDMA(wiring.Component):
                        Mux(b_fin, b_left, Mux(at_most(to_page, 2 * MB), b_room, MB)))
             return room, nlen, Mux(at_page, a_fin, b_fin)
 
-        def spare_credit(name, init, gain, ok, last, take, nlen, jlen):
+        def spare_credit(name, init, gain, ok, last, take, cur_len, jlen):
             """A credit check without a compare: ``spare = pool - need`` as one signed
             register, where ``pool`` is the credit (free buffer beats, retired beats) and
             ``need`` the length of the burst waiting for it (0 when none waits); the burst
             may go when ``spare >= 0``, its sign bit. ``pool`` gains ``gain`` each cycle and
-            loses the burst's length when it goes (``ok``); ``need`` becomes ``nlen`` when a
-            burst that is not its row's ``last`` goes, ``jlen`` when a new row is ``take``n
-            and 0 when the last burst goes without one. Every case is ``spare + gain - x``:
-            the sums are made beside the handshake, which only selects one."""
+            loses the burst's length when it goes (``ok``); ``need`` becomes ``jlen`` when a
+            new row is ``take``n and 0 when the row's last burst goes without one. When a
+            burst that is not its row's ``last`` goes, ``need`` becomes the next burst's
+            length a cycle later, from the length register ``cur_len`` (loaded with it by
+            that handshake), and the burst may not go in that cycle (``<name>_sub``; timing:
+            the next length, a subtraction, a compare and a select after the length and
+            page-room registers, was the carry-in of this subtraction, 18 levels on `tiny`'s
+            route). Every case is ``spare + gain - x``: the sums are made beside the
+            handshake, which only selects one. Returns the "may go" flag."""
             w = max(db + 1, burst_bits) + 1          # pool <= D, need <= MB, and a sign
             spare = Signal(signed(w), init=init, name=name)
+            sub = Signal(name=f"{name}_sub")         # need is cur_len, not yet subtracted
             # (operands of one signed width: the arithmetic needs no sign extension)
             def sw(v):
                 return Cat(v, Const(0, max(0, w - len(v))))[:w].as_signed()
 
             def nxt(g):
                 a = sw(spare + g)
-                return Mux(take, a - sw(jlen), Mux(ok & ~last, a - sw(nlen), a))
+                return Mux(take, a - sw(jlen), Mux(sub, a - sw(cur_len), a))
+            m.d.sync += sub.eq(ok & ~last)
             if len(gain) == 1:
                 # a one-bit gain (the W side's `fetch`, which depends on `wready`) selects
                 # between the sums with 0 and with 1 (timing: it was the carry-in of the
@@ -1291,7 +1299,7 @@ class GatherScatterDMA(wiring.Component):
                 m.d.sync += spare.eq(Mux(gain, nxt(1), nxt(0)))
             else:
                 m.d.sync += spare.eq(nxt(sw(gain)))
-            return ~spare[-1]
+            return ~spare[-1] & ~sub
 
         # precomputed one cycle early (with rj_src/rj_left): the next AR's length and whether
         # it is the row's last, and the buffer credit, so that AR issue and `rd_take` use
@@ -1484,7 +1492,7 @@ class GatherScatterDMA(wiring.Component):
         rowout = data.View(row_layout, row_fifo.r_data)
         wroom, wlen, wfin = rowout.wr.room, rowout.wr.len, rowout.wr.fin
         m.d.comb += beats_ready.eq(spare_credit("beat_spare", 0, ret_beats, aw_ok, aw_last,
-                                                wr_take, nwlen, wlen))
+                                                wr_take, aw_len, wlen))
         with m.If(aw_ok):
             m.d.sync += [aw_valid.eq(1), axi.awaddr.eq(wr_dst), axi.awlen.eq(aw_len - 1)]
             m.d.sync += [wr_dst.eq(ndst), wr_left.eq(nwl), aw_len.eq(nwlen),
@@ -1532,7 +1540,7 @@ class GatherScatterDMA(wiring.Component):
         with m.If(w_valid & axi.wready):
             m.d.sync += stats["bytes_written"].eq(stats["bytes_written"] + bb)
         m.d.comb += buf_fits.eq(spare_credit("buf_spare", D, fetch, ar_ok, ar_last, rd_take,
-                                             nlen, jlen))
+                                             ar_len, jlen))
 
         # B: complete rows
         bout = data.View(b_layout, b_fifo.r_data)
