@@ -39,7 +39,8 @@ Pipeline
    source is chosen at take by comparing the low bits of the ordinals, exact in that window
    of consecutive beats); a row whose de-dup set is full leaves as ``OVERFLOW``. The
    translated beat waits in the sample buffer (then a two-entry skid buffer) for its
-   sample's verdict and goes to the output FIFO of that verdict, the beat's newly staged
+   sample's verdict and goes, through the output register, to the output FIFO of that
+   verdict, the beat's newly staged
    rows to the gather FIFO (one beat, up to ``lanes`` requests; ``gather``'s valid and
    payload are the FIFO's output registers), and the statistics are counted. After a
    mini-batch's last beat each output gets a terminator beat, and the staging bank advances
