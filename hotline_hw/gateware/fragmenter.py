@@ -61,7 +61,7 @@ the beat retired last, nor resolved by its bank yet waits for its bank's resolve
 four cycles). A popular sample's beats leave once its last beat is dispatched; other
 samples' beats leave as soon as their de-dup results are known. **Latency** from a sample's
 last input beat to its first output beat: :attr:`MiniBatchFragmenter.min_latency` cycles
-(``cam_latency + 13``) for a popular sample with no backpressure, 4 more for a sample with a
+(``cam_latency + 12``) for a popular sample with no backpressure, 4 more for a sample with a
 new row (its de-dup bank); it grows only while earlier beats still wait (a de-dup bank
 queue, a full output), never unboundedly: nothing waits for a later beat.
 
@@ -142,29 +142,17 @@ def _pow2_at_least(n):
 
 
 
-def _room_reg(m, fifo, depth, w_en, name, w_next=None, room=None):
+def _room_reg(m, fifo, depth, w_en, name):
     """A register that is 1 iff ``fifo`` (a ``SyncFIFOBuffered`` of ``depth``) holds at most
     ``depth - 2`` entries: its ``w_rdy`` is then 1 (the FIFO takes a write while it holds
     fewer than ``depth - 1``, the output register apart). Next value chosen among compares
     of the ``level`` register with constants by this cycle's write (``w_en``, a write only
-    with ``w_rdy``) and read, last.
-
-    ``w_next``: the FIFO is written from a register, loaded with ``w_next`` this cycle
-    (``w_en`` is that register): the flag then also counts the write that register holds,
-    so that 1 means the FIFO will take it next cycle and one more write the cycle after.
-    ``room``: the register to drive (reset value 1), made by the caller; else a new one."""
-    if room is None:
-        room = Signal(name=name, init=1)
+    with ``w_rdy``) and read, last."""
+    room = Signal(name=name, init=1)
     lv = fifo.level
     rd = fifo.r_en & fifo.r_rdy
-
-    def fits(n):                         # level + n <= depth - 2 (n in -1 .. 2)
-        return (lv <= depth - 2 - n) if depth - 2 - n >= 0 else Const(0, 1)
-
-    def after(extra):                    # this cycle's write and read, then `extra` more
-        return Mux(w_en, Mux(rd, fits(extra), fits(extra + 1)),
-                   Mux(rd, fits(extra - 1), fits(extra)))
-    m.d.sync += room.eq(after(0) if w_next is None else Mux(w_next, after(1), after(0)))
+    m.d.sync += room.eq(Mux(w_en, Mux(rd, lv <= depth - 2, lv <= depth - 3),
+                            Mux(rd, lv <= depth - 1, lv <= depth - 2)))
     return room
 
 def _room_reg_lagged(m, fifo, depth, w_en, name):
@@ -260,7 +248,7 @@ class MiniBatchFragmenter(wiring.Component):
         """Cycles from a sample's last input beat to its first output beat with no
         backpressure and nothing ahead of it: a popular sample's (a new row's sample waits
         4 cycles more, for its de-dup bank). Measured by ``test_min_latency``."""
-        return self.cam_latency + 13
+        return self.cam_latency + 12
 
     def elaborate(self, platform):
         cfg, geo = self.cfg, self.geo
@@ -1096,19 +1084,11 @@ class MiniBatchFragmenter(wiring.Component):
         eb = e0
         r_np = verdf.r_data[0]
         term_pending = Signal()
-        # The output register: a beat that leaves (`emit`) or the terminator (`do_term`) is
-        # written into its output FIFO from registers, a cycle later (timing: `emit`, which
-        # also loads e0 and pops the verdict FIFO, reached the output FIFOs' write enables
-        # and levels: op_room -> emit -> outp's level enable was the `ulx3s` route's worst
-        # path, 12.5 ns, 11.0 ns of it routing). Its data is loaded every cycle.
-        o_wp = Signal(name="o_wp")
-        o_wn = Signal(name="o_wn")
-        o_data = Signal(out_layout.size, name="o_data", reset_less=True)
         # room in the output FIFOs as registers (timing: the terminator's write, `do_term`,
         # clears `term_pending` and publishes the statistics; it and `emit` then start at
-        # flip-flops, not at the FIFOs' level compares); they count the write in o_w*
-        op_room = Signal(name="op_room", init=1)
-        on_room = Signal(name="on_room", init=1)
+        # flip-flops, not at the FIFOs' level compares)
+        op_room = _room_reg(m, outp, 4, outp.w_en, "op_room")
+        on_room = _room_reg(m, outn, 4, outn.w_en, "on_room")
         out_rdy = Mux(r_np, on_room, op_room)
         emit = Signal()                      # a beat of a sample leaves
         emit_end = Signal()                  # a record that only ends the mini-batch leaves
@@ -1127,18 +1107,11 @@ class MiniBatchFragmenter(wiring.Component):
         m.d.comb += term.last.eq(1)
         do_term = Signal()
         m.d.comb += do_term.eq(term_pending & op_room & on_room)
-        wp_next = (emit & ~r_np) | do_term
-        wn_next = (emit & r_np) | do_term
-        m.d.sync += [o_wp.eq(wp_next), o_wn.eq(wn_next),
-                     o_data.eq(Mux(do_term, term, eb.beat))]
-        _room_reg(m, outp, 4, o_wp, "op_room", wp_next, room=op_room)
-        _room_reg(m, outn, 4, o_wn, "on_room", wn_next, room=on_room)
-        for fifo, w in ((outp, o_wp), (outn, o_wn)):
-            self.register_copies.append(("the output register's write finds room in its FIFO",
-                                         Const(0, 1), w & ~fifo.w_rdy))
         m.d.comb += [
-            outp.w_en.eq(o_wp), outn.w_en.eq(o_wn),
-            outp.w_data.eq(o_data), outn.w_data.eq(o_data),
+            outp.w_en.eq((emit & ~r_np) | do_term),
+            outn.w_en.eq((emit & r_np) | do_term),
+            outp.w_data.eq(Mux(do_term, term, eb.beat)),
+            outn.w_data.eq(Mux(do_term, term, eb.beat)),
         ]
         gb = Signal(g_layout)
         for i in range(L):
@@ -1286,8 +1259,7 @@ class MiniBatchFragmenter(wiring.Component):
             self.ev_overflow.eq(st_valid & (st_fix["staging_full"].any()
                                             | st["dedup_full"].any())),
             self.ev_framing.eq(st_valid & st["framing_errors"]),
-            self.busy.eq(b_open | (metaf.level != 0) | d0_valid | ~all_idle | o_wp | o_wn
-                         | (outp.level != 0)
+            self.busy.eq(b_open | (metaf.level != 0) | d0_valid | ~all_idle | (outp.level != 0)
                          | (outn.level != 0) | (gathf.level != 0) | pub),
             self.gather_busy.eq(b_open | (metaf.level != 0) | d0_valid | ~dedup_idle
                                 | (gathf.level != 0)),
