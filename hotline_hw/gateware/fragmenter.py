@@ -39,8 +39,7 @@ Pipeline
    source is chosen at take by comparing the low bits of the ordinals, exact in that window
    of consecutive beats); a row whose de-dup set is full leaves as ``OVERFLOW``. The
    translated beat waits in the sample buffer (then a two-entry skid buffer) for its
-   sample's verdict and goes, through the output register, to the output FIFO of that
-   verdict, the beat's newly staged
+   sample's verdict and goes to the output FIFO of that verdict, the beat's newly staged
    rows to the gather FIFO (one beat, up to ``lanes`` requests; ``gather``'s valid and
    payload are the FIFO's output registers), and the statistics are counted. After a
    mini-batch's last beat each output gets a terminator beat, and the staging bank advances
@@ -750,69 +749,16 @@ class MiniBatchFragmenter(wiring.Component):
         def hmatch(i, new_j, bank_j, ord_j):
             return new_j & (bank_j == abank(i)) & (ord_j[:fwd_ob] == ares[i].ord[:fwd_ob])
 
-        # The compares are made before the select, not after it (timing: the head beat's
-        # bank and rank then only select among registered match bits, a 16:1 multiplexer
-        # on `ulx3s`, instead of selecting an ordinal and comparing it; r_data -> select ->
-        # compare -> rp_hs led the `ulx3s` routes at 12.1-13.3 ns). For every result place
-        # (bank b, place k) of every bank's res_q: whether a history source is a new row of
-        # bank b with that place's ordinal (`fm_h`, `fm_rp`: the sources of c_h and c_rp
-        # below), and whether place k' holds a NEW with place k's ordinal (`fm_q`: lane j
-        # of the same beat, a miss of the same bank at rank k'). A lane selects its row by
-        # its bank and rank, as `a_res` is selected. Register copies check each selected
-        # value against the compare after the select, in every amaranth.sim cycle.
-        def res_entry(b, k):
-            return banks[b].res_q.peek[k]
-
-        def omatch(b, k, new_s, bank_s, ord_s):
-            same = (bank_s == b) if bb else Const(1, 1)
-            return new_s & same & (ord_s[:fwd_ob] == res_entry(b, k).ord[:fwd_ob])
-
-        def table(bits_of):                  # (expressions: the back end inlines them)
-            return [[Cat(*bits_of(b, k)) for k in range(L)] for b in range(B)]
-
-        def rank_ix(i):                      # (as a_res is selected)
-            return ab.rank[i][:max(1, ceil_log2(L))] if B > 1 else ab.rank[i]
-
-        def lane_sel(rows, i):
-            if B > 1:
-                return Array([Array(row)[rank_ix(i)] for row in rows])[ab.bank[i]]
-            return Array(rows[0])[rank_ix(i)]
-
-        fm_h = table(lambda b, k: [
-            omatch(b, k, h_new[t][j], h_bank[t][j], h_ord[t][j])
-            for t in range(HIST) for j in range(L)])
-        fm_rp = table(lambda b, k: [
-            omatch(b, k, rp_new[j], rbank(j), rp_res[j].ord) for j in range(L)])
-        fm_q = table(lambda b, k: [
-            (res_entry(b, q).kind == KIND_NEW)
-            & (res_entry(b, q).ord[:fwd_ob] == res_entry(b, k).ord[:fwd_ob])
-            for q in range(L)]) if L > 1 else None     # (lane 0 has no lane before it)
-
         for i in range(L):
-            s_h = Signal(HIST * L, name=f"fs_h{i}")
-            s_rp = Signal(L, name=f"fs_rp{i}")
-            m.d.comb += [s_h.eq(lane_sel(fm_h, i)), s_rp.eq(lane_sel(fm_rp, i))]
-            lanes_i = []
-            if i:
-                s_q = Signal(L, name=f"fs_q{i}")
-                m.d.comb += s_q.eq(lane_sel(fm_q, i))
-                lanes_i = [amiss[j] & (abank(j) == abank(i)) & Array(s_q)[rank_ix(j)]
-                           for j in range(i)]
-            c_hs = Mux(retire, Cat(s_rp, s_h[:(HIST - 1) * L]), s_h)
+            lanes_i = [hmatch(i, anew[j], abank(j), ares[j].ord) for j in range(i)]
+            c_h = [Cat(*[hmatch(i, h_new[t][j], h_bank[t][j] if bb else Const(0, 1),
+                                h_ord[t][j]) for j in range(L)]) for t in range(HIST)]
+            c_rp = Cat(*[hmatch(i, rp_new[j], rbank(j), rp_res[j].ord) for j in range(L)])
+            c_hs = Mux(retire, Cat(c_rp, *c_h[:HIST - 1]), Cat(*c_h))
             with m.If(take):
                 if i:
                     m.d.sync += rp_fl[i].eq(Cat(*lanes_i))
                 m.d.sync += rp_hs[i].eq(c_hs)
-            # the compares after the select (what the tables replace), for the checks
-            ref_l = [hmatch(i, anew[j], abank(j), ares[j].ord) for j in range(i)]
-            ref_h = [Cat(*[hmatch(i, h_new[t][j], h_bank[t][j] if bb else Const(0, 1),
-                                  h_ord[t][j]) for j in range(L)]) for t in range(HIST)]
-            ref_rp = Cat(*[hmatch(i, rp_new[j], rbank(j), rp_res[j].ord) for j in range(L)])
-            for what, got, want in (("history", s_h, Cat(*ref_h)), ("rp_*", s_rp, ref_rp),
-                                    ("lanes before it", Cat(*lanes_i), Cat(*ref_l))):
-                self.register_copies.append(
-                    (f"lane {i}: the forwarding matches from {what}, selected after compare",
-                     Const(0, 1), got != want))
             # (the low-bit compares are exact: an unresolved DUP taken has one source)
             srcs = Cat(*lanes_i, c_hs)
             one = (srcs != 0) & ((srcs & (srcs - 1)[:len(srcs)]) == 0)
