@@ -581,6 +581,19 @@ def _run(cmd, cwd, log_path, progress, phase, parse, env=None, timeout=None, ful
     return time.perf_counter() - t0
 
 
+#: Yosys' ``check`` (the last step of ``synth_ecp5``) reporting a net driven by two cells:
+#: nextpnr then stops at once with "multiply driven". Seen with YoWASP's Yosys 0.70 on one
+#: `tiny` netlist: two flip-flops of one result queue drive one net after ABC9's mapping
+#: (the ABC9 driver-driver regression of YosysHQ/yosys#6237; its documented workaround,
+#: ``scratchpad -set abc9.xaiger 1``, makes 0.70 fail an assertion on that netlist).
+CONFLICT_RE = re.compile(r"^Warning: multiple conflicting drivers for (\S+)", re.M)
+
+
+def conflicting_drivers(log_text):
+    """The nets Yosys' ``check`` reports as driven by more than one cell in ``log_text``."""
+    return CONFLICT_RE.findall(log_text)
+
+
 def _run_yosys(ys, script, cwd, progress, phase):
     """Yosys on ``script`` in ``cwd``; its whole log is ``yosys.log`` there, written by Yosys
     itself (``-l``), the console's copy ``yosys.console.log``. (YoWASP's Yosys stops writing
@@ -1115,6 +1128,12 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
         wrap = _resources(_stat_counts(wd / "stat.json", TOP))
 
         ys_s = _run_yosys(ys, "synth.ys", d, prog, "yosys")
+        bad = conflicting_drivers((d / "yosys.log").read_text(errors="replace"))
+        if bad:
+            raise ImplError(
+                f"Yosys made a netlist with {len(bad)} net(s) driven twice ({bad[0]}; "
+                f"{d / 'yosys.log'}): a Yosys ABC9 bug (YosysHQ/yosys#6237), not the design; "
+                "nextpnr would stop on it. Try another Yosys (--yosys or HOTLINE_YOSYS)")
         total = _resources(_stat_counts(d / "stat.json", TOP))
         core = {k: total[k] - wrap.get(k, 0) for k in total}
         cap = DEVICES[device]

@@ -495,3 +495,18 @@ def test_progress_in_place_on_a_tty():
     assert "\n" not in text and text.count("\r") >= 3 and "yosys: ABC9" in text
     # not a terminal: a line per phase
     assert ooc._Progress(True, stream=io.StringIO()).mode == "lines"
+
+
+def test_conflicting_drivers_found_in_the_yosys_log():
+    """Yosys' ``check`` lines for a net driven twice (as YoWASP's Yosys 0.70 wrote them for a
+    `tiny` netlist): the flow stops with a clear error on them instead of nextpnr's."""
+    log = ("5.52. Executing CHECK pass (checking for obvious problems).\n"
+           "Checking module hotline_ooc...\n"
+           "Warning: multiple conflicting drivers for hotline_ooc.\\dut.dut.fragmenter.dedup0."
+           "res_q.b0_res_peek [1]:\n"
+           "    port Q[0] of cell dut.dut.fragmenter.dedup0.res_q.b0_res_peek_TRELLIS_FF_Q_12 "
+           "(TRELLIS_FF)\n"
+           "Found and reported 1 problems.\n")
+    assert ooc.conflicting_drivers(log) == [
+        "hotline_ooc.\\dut.dut.fragmenter.dedup0.res_q.b0_res_peek"]
+    assert ooc.conflicting_drivers("Found and reported 0 problems.\n") == []

@@ -154,23 +154,6 @@ def _room_reg(m, fifo, depth, w_en, name):
                             Mux(rd, lv <= depth - 1, lv <= depth - 2)))
     return room
 
-def _room_reg_lagged(m, fifo, depth, w_en, name):
-    """Like :func:`_room_reg` without the reads of the last two cycles: 1 iff the level a
-    cycle ago plus the writes of the last and this cycle is at most ``depth - 2`` (reads only
-    lower the level, so the FIFO then has room for a write next cycle). It reads ``fifo``
-    only through a copy of its level a cycle old (``<name>_lv``), so a copy of the flag sits
-    by its writer with no path from the FIFO's reader (timing: the gather FIFO's reader is
-    the DMA). Costs two places of the FIFO's depth against :func:`_room_reg`."""
-    room = Signal(name=name, init=1)
-    lv_d = Signal.like(fifo.level, name=f"{name}_lv")
-    w_d = Signal(name=f"{name}_w")
-    m.d.sync += [lv_d.eq(fifo.level), w_d.eq(w_en)]
-
-    def fits(n):                         # level a cycle ago + n <= depth - 2
-        return (lv_d <= depth - 2 - n) if depth - 2 - n >= 0 else Const(0, 1)
-    m.d.sync += room.eq(Mux(w_en, Mux(w_d, fits(2), fits(1)), Mux(w_d, fits(1), fits(0))))
-    return room
-
 class MiniBatchFragmenter(wiring.Component):
     """The fragmenter without its CAM (see the module docstring).
 
@@ -613,10 +596,7 @@ class MiniBatchFragmenter(wiring.Component):
         m.submodules.outp = outp = SyncFIFOBuffered(width=out_layout.size, depth=4)
         m.submodules.outn = outn = SyncFIFOBuffered(width=out_layout.size, depth=4)
         g_layout = gather_layout(cfg)
-        # (8 places: its room flags, `_room_reg_lagged`, keep two of them spare; a LUT RAM
-        # of 7 entries costs what one of 3 does)
-        g_depth = 8
-        m.submodules.gathf = gathf = SyncFIFOBuffered(width=g_layout.size, depth=g_depth)
+        m.submodules.gathf = gathf = SyncFIFOBuffered(width=g_layout.size, depth=4)
         for fifo, port in ((outp, self.popular), (outn, self.nonpopular), (gathf, self.gather)):
             m.d.comb += [port.valid.eq(fifo.r_rdy), port.payload.eq(fifo.r_data),
                          fifo.r_en.eq(port.ready)]
@@ -921,9 +901,7 @@ class MiniBatchFragmenter(wiring.Component):
         self.register_copies.append(
             ("sb_room: sample buffer and sw_q hold at most depth - 2", sb_room,
              sb_lv + sw_valid <= sbuf_depth - 2))
-        g_room = _room_reg_lagged(m, gathf, g_depth, gathf.w_en, "g_room")
-        self.register_copies.append(("a write of the gather FIFO finds room", Const(0, 1),
-                                     gathf.w_en & ~gathf.w_rdy))
+        g_room = _room_reg(m, gathf, 4, gathf.w_en, "g_room")
         m.d.comb += retire.eq(rp_valid & wq_ok & sb_room & (~rp_any_new | g_room)
                               & ~(rb.last & pend_valid))
         # each bank's copies of take and retire (see "control copies" below)
@@ -1177,7 +1155,7 @@ class MiniBatchFragmenter(wiring.Component):
             c_last = Signal(name=f"rp_last_{sfx}", reset_less=True)
             c_pend = Signal(name=f"pend_valid_{sfx}")
             c_take, c_ret = take_bk[b], retire_bk[b]
-            c_g = _room_reg_lagged(m, gathf, g_depth, c_ret & (g_keep != 0), f"g_room_{sfx}")
+            c_g = _room_reg(m, gathf, 4, c_ret & (g_keep != 0), f"g_room_{sfx}")
             m.d.comb += [
                 c_ret.eq(c_valid & c_wq & c_sb & (~c_any | c_g) & ~(c_last & c_pend)),
                 c_take.eq(beatf.r_rdy & c_tk & (~c_valid | c_ret)),
