@@ -96,6 +96,17 @@ def watchdog(limit):
     return process
 
 
+async def write_cam(ctx, dut, writes):
+    """Write ``[(slot, key)]`` into the unit's CAM, then let the last write land."""
+    for s, k in writes:
+        ctx.set(dut.cam_write.payload, {"slot": s, "key": k, "used": 1})
+        ctx.set(dut.cam_write.valid, 1)
+        await ctx.tick().until(dut.cam_write.ready)
+    ctx.set(dut.cam_write.valid, 0)
+    for _ in range(10):
+        await ctx.tick()
+
+
 def simulate(cfg, writes, beats, *, rng, idle=0.3, stall=0.3, flush=False, extra=None,
              hold=0):
     """Run the unit: CAM ``writes``, then ``beats`` (then a ``flush`` pulse); returns what
@@ -121,13 +132,7 @@ def simulate(cfg, writes, beats, *, rng, idle=0.3, stall=0.3, flush=False, extra
     async def main(ctx):
         ctx.set(dut.flush, 0)
         await ctx.tick().until(~dut.cam_busy)
-        for s, k in writes:
-            ctx.set(dut.cam_write.payload, {"slot": s, "key": k, "used": 1})
-            ctx.set(dut.cam_write.valid, 1)
-            await ctx.tick().until(dut.cam_write.ready)
-        ctx.set(dut.cam_write.valid, 0)
-        for _ in range(10):                        # let the last write land
-            await ctx.tick()
+        await write_cam(ctx, dut, writes)
         for b in beats:
             while idle and rng.random() < idle:
                 ctx.set(dut.lookups.valid, 0)
@@ -438,13 +443,7 @@ def simulate_with_flush_between(cfg, writes, first, later, *, rng):
     async def main(ctx):
         ctx.set(dut.flush, 0)
         await ctx.tick().until(~dut.cam_busy)
-        for s, k in writes:
-            ctx.set(dut.cam_write.payload, {"slot": s, "key": k, "used": 1})
-            ctx.set(dut.cam_write.valid, 1)
-            await ctx.tick().until(dut.cam_write.ready)
-        ctx.set(dut.cam_write.valid, 0)
-        for _ in range(10):
-            await ctx.tick()
+        await write_cam(ctx, dut, writes)
         for part in (first, later):
             for b in part:
                 ctx.set(dut.lookups.payload, {"keys": b["keys"], "keep": b["keep"],
@@ -612,14 +611,7 @@ def test_min_latency(lanes, popular):
         for port in (dut.popular, dut.nonpopular, dut.gather):
             ctx.set(port.ready, 1)
         await ctx.tick().until(~dut.cam_busy)
-        if popular:
-            for s, k in enumerate(keys):
-                ctx.set(dut.cam_write.payload, {"slot": s, "key": k, "used": 1})
-                ctx.set(dut.cam_write.valid, 1)
-                await ctx.tick().until(dut.cam_write.ready)
-            ctx.set(dut.cam_write.valid, 0)
-        for _ in range(10):
-            await ctx.tick()
+        await write_cam(ctx, dut, list(enumerate(keys)) if popular else [])
         for b in beats:
             ctx.set(dut.lookups.payload, {"keys": b["keys"], "keep": b["keep"],
                                           "user": b["user"], "last": b["last"]})
