@@ -2,6 +2,7 @@
 
     python bench/pnr_sweep.py [--preset ulx3s] [--lanes N] [--seeds 1,2,3]
                               [--variant NAME=ARGS ...] [-j 2] [-o build/impl] [--json F]
+                              [--keep]
 
 Routes the out-of-context core (``fpga.ooc.implement``, the flow of ``hotline-hw impl``)
 once per seed and per *variant* (a named set of extra nextpnr-ecp5 options, ``NAME=ARGS``
@@ -68,11 +69,11 @@ def make_config(name, lanes):
 
 def _route(job):
     """One route (in a worker process): ``(variant, seed, result dict)``."""
-    name, lanes, variant, args, seed, cache = job
+    name, lanes, variant, args, seed, cache, keep = job
     cfg = make_config(name, lanes)
     t0 = time.perf_counter()
     r = ooc.implement(cfg, cache_dir=Path(cache), progress=False, seed=seed,
-                      nextpnr_extra=args)
+                      nextpnr_extra=args, keep=keep)
     d = r.as_dict()
     d["wall_s"] = round(time.perf_counter() - t0, 1)
     return variant, seed, d
@@ -124,6 +125,9 @@ def main(argv=None):
     ap.add_argument("-j", "--jobs", type=int, default=1, help="routes at a time (1)")
     ap.add_argument("-o", "--output", default="build/impl", help="impl cache (build/impl)")
     ap.add_argument("--json", metavar="FILE", help="also write the table as JSON to FILE")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep each new route's netlist and routed.sdf, for bench/timing_wall.py "
+                         "(a route already cached without them is not rerun)")
     a = ap.parse_args(argv)
     try:
         if a.preset not in preset_names():
@@ -139,7 +143,8 @@ def main(argv=None):
     except (ValueError, ConfigError) as e:
         print(f"pnr_sweep: error: {e}", file=sys.stderr)
         return 2
-    jobs = [(a.preset, a.lanes, n, args, s, a.output) for n, args in variants for s in seeds]
+    jobs = [(a.preset, a.lanes, n, args, s, a.output, a.keep)
+            for n, args in variants for s in seeds]
     results = {}
     with ProcessPoolExecutor(max_workers=a.jobs) as ex:
         for fut in as_completed([ex.submit(_route, j) for j in jobs]):

@@ -87,3 +87,23 @@ def test_sweep_table_from_the_cache(tmp_path, capsys):
     doc = json.loads(out_json.read_text())
     assert doc["config"] == "tiny" and doc["seeds"] == [1, 2, 3]
     assert [r["best_seed"] for r in doc["rows"]] == [2, 3]
+
+
+@pytest.mark.parametrize("keep", [False, True])
+def test_keep_reaches_the_flow(monkeypatch, tmp_path, keep):
+    """``--keep`` is passed to ``fpga.ooc.implement`` with each route (for timing_wall.py)."""
+    seen = []
+
+    class R:
+        def as_dict(self):
+            return {"fmax_mhz": 50.0}
+
+    def fake_implement(cfg, **kw):
+        seen.append(kw)
+        return R()
+    monkeypatch.setattr(pnr_sweep.ooc, "implement", fake_implement)
+    job = ("tiny", None, "base", ["--tmg-ripup"], 2, str(tmp_path), keep)
+    variant, seed, d = pnr_sweep._route(job)
+    assert (variant, seed, d["fmax_mhz"]) == ("base", 2, 50.0)
+    assert seen == [{"cache_dir": tmp_path, "progress": False, "seed": 2,
+                     "nextpnr_extra": ["--tmg-ripup"], "keep": keep}]
