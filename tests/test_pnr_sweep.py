@@ -107,3 +107,24 @@ def test_keep_reaches_the_flow(monkeypatch, tmp_path, keep):
     assert (variant, seed, d["fmax_mhz"]) == ("base", 2, 50.0)
     assert seen == [{"cache_dir": tmp_path, "progress": False, "seed": 2,
                      "nextpnr_extra": ["--tmg-ripup"], "keep": keep}]
+
+
+def test_keep_flag_reaches_every_route(monkeypatch, tmp_path, capsys):
+    """``pnr_sweep --keep`` routes every (variant, seed) with ``keep=True`` (the workers are
+    forked, so they see the stand-in for the flow)."""
+    log = tmp_path / "calls"
+
+    class R:
+        def as_dict(self):
+            return {"fmax_mhz": 50.0, "cached": True}
+
+    def fake_implement(cfg, **kw):
+        with open(log, "a") as f:
+            f.write(f"{kw['seed']} {kw['keep']}\n")
+        return R()
+    monkeypatch.setattr(pnr_sweep.ooc, "implement", fake_implement)
+    assert pnr_sweep.main(["--preset", "tiny", "--seeds", "1,2", "--keep",
+                           "-o", str(tmp_path)]) == 0
+    assert sorted(log.read_text().split("\n")[:-1]) == ["1 True", "2 True"]
+    assert pnr_sweep.main(["--preset", "tiny", "--seeds", "3", "-o", str(tmp_path)]) == 0
+    assert log.read_text().splitlines()[-1] == "3 False"
