@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Regenerate the project's performance report (``docs/performance.md`` + ``docs/perf/*.png``).
 
-    .venv/bin/python bench/perf_report.py [--quick] [--sweep] [--cached-only] [--save-results]
-                                          [--no-store] [-o docs]
+    .venv/bin/python bench/perf_report.py [--quick] [--sweep] [--point KEY ...] [--cached-only]
+                                          [--save-results] [--no-store] [-o docs]
 
 What it does
 ------------
@@ -12,7 +12,9 @@ What it does
    cell counts of ``kaggle`` and ``terabyte``) come from the out-of-context flow
    :mod:`fpga.ooc` **cache** (``build/impl``). Without ``--sweep`` nothing is implemented: a
    point not in the cache is reported as *not in cache*. With ``--sweep`` every point that is
-   not cached for the current sources is implemented (hours on a 2-core machine).
+   not cached for the current sources is implemented (hours on a 2-core machine). With
+   ``--point KEY`` (repeatable, e.g. ``--point "ulx3s cam=8192"``) only those points are, if
+   they are not current, and nothing else is run (the measurements are the saved ones).
 
    A cache entry is found (:func:`lookup_impl`, :func:`lookup_generic`) by the flow's own
    pre-key index (``fpga.ooc._pre_key`` / ``_index_get``), else by scanning the cache for an
@@ -57,6 +59,7 @@ import json
 import os
 import re
 import shutil
+import shlex
 import sys
 import tempfile
 import time
@@ -423,18 +426,20 @@ def lookup_generic(cfg, cache_dir=Path("build/impl"), *, ident=None, scan=None, 
 
 
 def collect_impl(points, cache_dir, *, ident=None, run_missing=False, progress="lines",
-                 log=print, synth_only=False, store=None):
+                 log=print, synth_only=False, store=None, only=None):
     """``{point.key: entry}`` for every point; with ``run_missing`` implement what is not
-    current (``fpga.ooc.implement`` / ``generic_cells``)."""
+    current (``fpga.ooc.implement`` / ``generic_cells``), of the points whose key is in
+    ``only`` if it is given."""
     scan = scan_cache(cache_dir, store)
     out = {}
     for p in points:
+        runs = run_missing and (only is None or p.key in only)
         look = lookup_generic if p.group == "generic" else lookup_impl
         e = look(p.cfg, cache_dir, ident=ident, scan=scan)
         synth = synth_only and p.group != "tiny_lanes"
         partial = (not synth and p.group != "generic"
                    and bool((e.get("result") or {}).get("synth_only")))
-        if run_missing and (e["status"] != "current" or partial):
+        if runs and (e["status"] != "current" or partial):
             e = _run_point(p, cache_dir, progress, log, synth) or e
             scan = scan_cache(cache_dir, store)
         out[p.key] = e
@@ -1487,20 +1492,22 @@ def report(args, log=print):
     measure = _load_json(MEASUREMENTS, None)
     if measure is None:         # a fresh clone: the measurements of the results store
         measure = _load_json(Path(store) / "measurements.json", {}) if store else {}
-    if not args.cached_only:
+    only = getattr(args, "point", None) or None
+    if not args.cached_only and not only:
         measure = run_measurements(args.quick, args.sweep, measure, ident, log,
                                    save=lambda m: _save_json(MEASUREMENTS, m))
     points = design_points()
-    impl = collect_impl(points, cache_dir, ident=ident, run_missing=args.sweep and not
-                        args.cached_only, log=log,
-                        synth_only=getattr(args, "synth_only", False), store=store)
+    impl = collect_impl(points, cache_dir, ident=ident,
+                        run_missing=(args.sweep or bool(only)) and not args.cached_only,
+                        log=log, synth_only=getattr(args, "synth_only", False), store=store,
+                        only=only)
     extra, extra_impl = other_results(points, impl, cache_dir, ident=ident, store=store)
     if getattr(args, "save_results", False):
         save_results(dict(impl, **extra_impl), measure, store or STORE, log=log)
     rows = assemble(points + extra, dict(impl, **extra_impl), measure)
     outdir = Path(args.output)
     plots = make_plots(rows, outdir / "perf")
-    cmd = "bench/perf_report.py" + "".join(f" {a}" for a in args.argv)
+    cmd = "bench/perf_report.py" + "".join(f" {shlex.quote(a)}" for a in args.argv)
     md = render_markdown(rows, measure, command=cmd, date=_now().replace("T", " "),
                          plots=[(t, f"perf/{f}") for t, f in plots], cache_dir=str(cache_dir),
                          boards=board_results(store or STORE, verify=not args.no_verify))
@@ -1519,9 +1526,13 @@ def main(argv=None):
                     help="implement every design point not cached for the current sources, "
                          "and run the end-to-end bench (hours)")
     ap.add_argument("--synth-only", action="store_true",
-                    help="with --sweep: synthesise the missing points without placing them "
-                         "(resources and logic depth, no Fmax; ~10 min per ulx3s point "
-                         "instead of an hour)")
+                    help="with --sweep or --point: synthesise the missing points without "
+                         "placing them (resources and logic depth, no Fmax; ~10 min per ulx3s "
+                         "point instead of an hour)")
+    ap.add_argument("--point", action="append", metavar="KEY",
+                    help="implement this design point if it is not current for the sources "
+                         "(repeatable; e.g. 'ulx3s cam=8192'); nothing else is run, the rest "
+                         "of the report comes from the cache as with --cached-only")
     ap.add_argument("--cached-only", action="store_true",
                     help="run nothing: OOC results from the cache and the results store, "
                          "measurements from build/perf/measurements.json (else the store's)")
@@ -1538,6 +1549,10 @@ def main(argv=None):
     ap.add_argument("-o", "--output", default="docs", help="output directory (docs)")
     args = ap.parse_args(argv)
     args.argv = argv
+    keys = [p.key for p in design_points()]
+    for k in args.point or ():
+        if k not in keys:
+            ap.error(f"--point: no design point {k!r} (one of: {', '.join(keys)})")
     os.chdir(REPO)
     rows, measure, md_path = report(args, log=lambda s: print(s, file=sys.stderr, flush=True))
     print_tables(rows, measure)
