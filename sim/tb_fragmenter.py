@@ -52,14 +52,16 @@ LINT_WAIVERS = (
     # pointers `b<N>_in_*`, `b<N>_res_*`, `b<N>_wq_*`, per-lane intermediates `d_*`, `r_*`,
     # `pos<N>`, the resolver's `t`/`diff`, SyncFIFO internals, a de-dup bank's registered
     # table word `w1_word` and set `w1_lset` behind its write port, B2's matching ways
-    # `cur_m`, the retire stage's `take` = the beat FIFO's `r_en`); the logic reads the
+    # `cur_m`, the retire stage's `take` = the beat FIFO's `r_en`, take's per-bank new-row
+    # counts `a_nn<N>` and assign's one-hot counts `rp_pre<N>`, B3's result ordinal
+    # `b3_ord` into B4's register and compares); the logic reads the
     # nets that drive them, so the alias wire is read by nothing.
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(b\d+_(in|res|wq)_\w+|b\d+_batch_start|"
            r"[dr]_(need|rank|idx|nnew|rn|op|sc)\d+|pos\d+|t|idx|diff|scount_next|w_data|w_en|r_en|r_rdy|"
            r"r_data|r_level|w_level|level|produce|consume|ev_minibatch|cam_lookup_keys|"
            r"cam_lookup_valid|lookup_keys|result_valid|result_slot|result_hit|resp|"
            r"resp_valid|port_free|clear|busy|s\d+_set\d+|w1_word|w1_lset|cur_m|take|b\d+_need_pop|"
-           r"b\d+_fwd_(step|cnt))(\$\d+)?'$",
+           r"b\d+_fwd_(step|cnt)|a_nn\d+|rp_pre\d+|b3_ord)(\$\d+)?'$",
            instance=_FRAG, reason="alias wires of named signals, read through their driving nets"),
     # A de-dup bank's `take_ok` register is the reference the amaranth.sim register copy
     # checks the fragmenter's `tk_ok` against (dedup.py); no logic reads it, and Yosys

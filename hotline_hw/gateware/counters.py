@@ -28,12 +28,14 @@ from .bits import popcount
 from .hash import h3_expr
 from .memories import COLLISION_ATTR
 
-__all__ = ["AccessCounterArray", "READ_QUEUE_DEPTH"]
+__all__ = ["AccessCounterArray", "READ_LATENCY", "READ_QUEUE_DEPTH"]
 
+#: Cycles from a read request's acceptance to its response (at the earliest).
+READ_LATENCY = 5
 #: Read requests the array accepts before the first response is taken (the responses wait in
 #: a queue of this depth; one more than the read latency, so that an always-ready consumer
 #: gets one set per cycle).
-READ_QUEUE_DEPTH = 5
+READ_QUEUE_DEPTH = READ_LATENCY + 1
 
 # Operations flowing down a bank's pipeline.
 _OP_LOOKUP = 0   # read-modify-write of one lookup
@@ -156,7 +158,10 @@ class AccessCounterArray(wiring.Component):
       read, when a non-transparent read returns the old word, and FPGA block RAM an
       undefined one). It registers the newest of the memory word and the last two
       (``s2_pre``: a multiplexer whose selects are compares of registers) and whether S2
-      must take ``s3_new`` instead (``s2_f1``).
+      must take ``s3_new`` instead (``s2_f1``). It also makes S2's key compares: which
+      ways of ``s2_pre`` hold the lookup's key (``s2_pre_hit``), whether the key is that of
+      the op now in S2 (``s2_key_is_s3``) and which ways of that op's operand hold it
+      (``s2_old_eq``), so that S2 only selects them.
     * **S2 decide**: the operand is ``s3_new`` if ``s2_f1``, else ``s2_pre``: one LUT4 per
       bit (``s3_new`` is itself a 2-input multiplexer of S3's registers), so that the S3 ->
       S2 -> S3 loop holds as little logic as possible. S2 decides which ways a lookup writes
@@ -175,9 +180,11 @@ class AccessCounterArray(wiring.Component):
     reads it from memory: back-to-back lookups of one set never stall and always see every
     earlier update. Sweeps and reads go down the same pipeline in order, so they are
     forwarded the same way. The only loop is S3 -> S2 -> S3: ``s3_*`` registers -> ``s3_new``
-    multiplexers -> 2:1 operand mux (one LUT4 with the ``s3_new`` mux) -> tag compare /
-    pairwise count compare -> ``s3_tag_take``; no adder lies on it (the counts are computed
-    by S2 for S3, and S3's output needs none).
+    multiplexers -> 2:1 operand mux (one LUT4 with the ``s3_new`` mux) -> pairwise count
+    compare -> ``s3_tag_take``; no adder and no key comparator lies on it (the counts are
+    computed by S2 for S3, S3's output needs none, and the hits are compares S1 registered:
+    the key compare ahead of the hit / victim choice was the ``ulx3s`` route's slowest path
+    in the array).
 
     Area: every wide multiplexer (S1's 3:1 and S2's 2:1 operand mux, S3's per-bit mux, the
     SR key select, the read response) has register selects. A select computed by a few
@@ -202,10 +209,10 @@ class AccessCounterArray(wiring.Component):
     -------
     * Lookup: accepted at cycle ``t``; dispatched at ``t + 1 + j`` where ``j`` is the number
       of cycles its bank spends on earlier lookups of the window (0 without a conflict);
-      written to the array at the end of cycle ``t + 5 + j``. With the last lookup
-      dispatched at ``t + 1``, ``idle`` rises at ``t + 6``.
-    * Read: ``read_req`` accepted at cycle ``t`` gives ``read_resp.valid`` at ``t + 4`` at
-      the earliest; up to :data:`READ_QUEUE_DEPTH` reads are outstanding, so an always-ready
+      written to the array at the end of cycle ``t + 6 + j``. With the last lookup
+      dispatched at ``t + 1``, ``idle`` rises at ``t + 7``.
+    * Read: ``read_req`` accepted at cycle ``t`` gives ``read_resp.valid`` at ``t + 5``
+      (:data:`READ_LATENCY`) at the earliest; up to :data:`READ_QUEUE_DEPTH` reads are outstanding, so an always-ready
       consumer gets one set per cycle. A read is accepted in a cycle when S0 is free: the
       dispatch window is empty and no sweep is pending (lookups have priority). It then
       enters the pipeline behind every lookup accepted before it, so it returns the set as
@@ -271,19 +278,24 @@ class AccessCounterArray(wiring.Component):
         cmax = self._cfg.counter_max
         return Mux(c == cmax, c, c + 1)
 
-    def _decide(self, m, key, pre, fwd, f1, sel, b):
+    def _decide(self, m, pre, pre_hit, fwd, fwd_eq, f1, sel, b):
         """S2: drive ``sel`` (comb, one bit per way) with the ways a lookup of ``key`` writes
         in its set: the hitting way(s) on a hit, else the victim (the smallest
         ``(valid, count)``, invalid ways first, the lowest way on ties).
 
         The set is S1's word ``pre``, or, where ``f1`` (two copies: keys, then valid bits
-        and counts) is set, S3's word after its write, given as ``fwd = (flag, key, tag_take,
+        and counts) is set, S3's word after its write, given as ``fwd = (flag, tag_take,
         cnt_take, cnt, old)`` (the operands of :meth:`_apply`). Each way's hit and each pair
         compare is made on both words and ``f1`` selects the result (timing: the
         read-modify-write loop S3 -> S2 -> S3, where a lookup follows one of the same row,
         then runs through one compare of S3's registers, not through S3's new word, the
-        forwarding multiplexer and then the compare). A key compare of the forwarded word
-        is that of S3's key or of the old key, chosen by ``tag_take``.
+        forwarding multiplexer and then the compare).
+
+        The key compares were made by S1 and registered: ``pre_hit[w]`` (way ``w`` of
+        ``pre`` is valid and holds the lookup's key) and ``fwd_eq = (key_is_s3, old_eq)``
+        (the lookup's key equals S3's key; equals the key of way ``w`` of ``old``). A hit
+        of the forwarded word is that of S3's key or of the old key, chosen by
+        ``tag_take``. So S2's loop holds no key comparator, only the count compares.
 
         The victim is found by comparing every pair of ways in parallel (one comparator
         deep, instead of a tree of compare-and-select levels): way ``w`` is the victim iff
@@ -291,15 +303,14 @@ class AccessCounterArray(wiring.Component):
         """
         cfg = self._cfg
         ways, cbits = cfg.counter_ways, cfg.counter_bits
-        flag, fkey, tt, tc, cnt, old = fwd
+        flag, tt, tc, cnt, old = fwd
+        key_is_s3, old_eq = fwd_eq
 
         hits = []
-        key_is_s3 = Signal(name=f"s2_key_is_s3_b{b}")     # key equals S3's key
-        m.d.comb += key_is_s3.eq(fkey == key)
         for w in range(ways):
             h = Signal(name=f"s2_hit_b{b}_w{w}")
-            hit_fwd = Mux(tt[w], flag & key_is_s3, old[w].valid & (old[w].key == key))
-            m.d.comb += h.eq(Mux(f1[0], hit_fwd, pre[w].valid & (pre[w].key == key)))
+            hit_fwd = Mux(tt[w], flag & key_is_s3, old[w].valid & old_eq[w])
+            m.d.comb += h.eq(Mux(f1[0], hit_fwd, pre_hit[w]))
             hits.append(h)
         hit = Cat(*hits)
         # (valid, count): 0 for an invalid way, whose count is always 0 (ways are only
@@ -532,6 +543,9 @@ class AccessCounterArray(wiring.Component):
             lw_valid = Signal(name=f"lw_valid_b{b}")
             lw_row = Signal(row_bits, name=f"lw_row_b{b}", reset_less=True)
             lw_data = Signal(layout, name=f"lw_data_b{b}", reset_less=True)
+            lw2_valid = Signal(name=f"lw2_valid_b{b}")      # the write before lw's
+            lw2_row = Signal(row_bits, name=f"lw2_row_b{b}", reset_less=True)
+            lw2_data = Signal(layout, name=f"lw2_data_b{b}", reset_less=True)
 
             # SR: S0's op is registered and read from the memory (the read address and enable
             # are flip-flops, not the dispatch logic, on the nets that spread over the bank's
@@ -547,34 +561,83 @@ class AccessCounterArray(wiring.Component):
                     k1 = k1 | Mux(sr_grant[b][j * lanes + i], prev_keys[j][i], 0)
             m.d.sync += [s1.eq(sr), s1_key.eq(k1)]
 
+            # S1: the memory word arrives and goes straight into a register (`m_word`), with
+            # its op (`s1w`) and key (timing: the DP16KD's 5.8 ns clock-to-out then ends at
+            # flip-flops, not at the forwarding select and the key compares below). Only
+            # the op's valid bit (`s1w_v`) has a reset.
+            s1w = Signal(op_layout, name=f"s1w_b{b}", reset_less=True)
+            s1w_v = Signal(name=f"s1w_v_b{b}")
+            s1w_key = Signal(key_bits, name=f"s1w_key_b{b}", reset_less=True)
+            m_word = Signal(layout, name=f"m_word_b{b}", reset_less=True)
+            m.d.sync += [s1w.eq(s1), s1w_v.eq(s1.valid), s1w_key.eq(s1_key),
+                         m_word.eq(rp.data)]
+
             s2_writes = s2.valid & (s2.kind != _OP_READ)
             s3_writes = s3.valid & (s3.kind != _OP_READ)
 
-            # S1: of the words newer than the memory word, in S2's cycle the op now in S2
-            # is in S3 (s3_new), the one now in S3 is in lw (it is s3_new now) and the write
-            # now in lw is one cycle older (it is lw now). S1 registers the newest of the memory word
-            # and those last two as s2_pre (row compares of registers select it), and
-            # whether S2 must take s3_new instead (s2_f1, a register select for S2).
+            # S1W: the memory word was read at the clock edge that ended SR's cycle, so it
+            # misses four writes: the one at that edge (now in lw2: a non-transparent read
+            # returns the old word there, and FPGA block RAM an undefined one), the next one
+            # (now in lw), the op now in S3 (s3_new) and the op now in S2 (s3_new in S2's
+            # cycle). S1W registers the newest of the memory word and the first three as
+            # s2_pre (row compares of registers select it), and whether S2 must take s3_new
+            # instead (s2_f1, a register select for S2).
             # s2_pre is an AND-OR with one-hot selects: as a chain of 2:1 multiplexers with
             # these (unregistered) selects, the LUT mapper copies the row compares into
             # every bit (tiny: +300 LUT4).
-            f2 = s3_writes & (s3.row == s1.row)
-            f3 = lw_valid & (lw_row == s1.row)
+            # The selects are registers: S1 compares its row with those of the ops that will
+            # be in S3, lw and lw2 in S1W's cycle (now in S2, S3 and lw), and registers the
+            # one-hot choice (timing: the three row compares and their priority, computed in
+            # S1W's cycle, reached all 4 x 168 select inputs of the `ulx3s` bank's AND-OR).
+            # A register copy checks them against the compares of S1W's cycle.
+            f2 = s2_writes & (s2.row == s1.row)
+            f3 = s3_writes & (s3.row == s1.row)
+            f4 = lw_valid & (lw_row == s1.row)
             sel_new = Signal(name=f"s1_take_new_b{b}")
             sel_lw = Signal(name=f"s1_take_lw_b{b}")
+            sel_lw2 = Signal(name=f"s1_take_lw2_b{b}")
             sel_mem = Signal(name=f"s1_take_mem_b{b}")
-            m.d.comb += [sel_new.eq(f2), sel_lw.eq(~f2 & f3), sel_mem.eq(~f2 & ~f3)]
+            m.d.sync += [sel_new.eq(f2), sel_lw.eq(~f2 & f3), sel_lw2.eq(~f2 & ~f3 & f4),
+                         sel_mem.eq(~f2 & ~f3 & ~f4)]
+            g2 = s3_writes & (s3.row == s1w.row)
+            g3 = lw_valid & (lw_row == s1w.row)
+            g4 = lw2_valid & (lw2_row == s1w.row)
+            self.register_copies.append(
+                (f"bank {b}: S1W's selects are its row compares", Const(0, 1),
+                 s1w_v & (Cat(sel_new, sel_lw, sel_lw2, sel_mem)
+                          != Cat(g2, ~g2 & g3, ~g2 & ~g3 & g4, ~g2 & ~g3 & ~g4))))
+            # S1W also makes S2's key compares (so that S2's read-modify-write loop holds no
+            # key comparator): way w of the word it selects is valid and holds the lookup's
+            # key (s2_pre_hit: each source compared, then the same one-hot AND-OR); the
+            # lookup's key equals the key of the op now in S2, which will be in S3 in S2's
+            # cycle (s2_key_is_s3), and the key of way w of that op's operand, which will be
+            # S3's old word (s2_old_eq).
+            s2_pre_hit = Signal(ways, name=f"s2_pre_hit_b{b}")
+            s2_key_is_s3 = Signal(name=f"s2_key_is_s3_b{b}")
+            s2_old_eq = Signal(ways, name=f"s2_old_eq_b{b}")
+
+            def holds(word, w):
+                return word[w].valid & (word[w].key == s1w_key)
             m.d.sync += [
-                s2.eq(s1),
-                s2.key.eq(s1_key),
+                s2_pre_hit.eq(Cat(*[(sel_new & holds(s3_new, w)) | (sel_lw & holds(lw_data, w))
+                                    | (sel_lw2 & holds(lw2_data, w))
+                                    | (sel_mem & holds(m_word, w)) for w in range(ways)])),
+                s2_key_is_s3.eq(s2.key == s1w_key),
+                s2_old_eq.eq(Cat(*[s2_old[w].key == s1w_key for w in range(ways)])),
+            ]
+            m.d.sync += [
+                s2.eq(s1w),
+                s2.valid.eq(s1w_v),
+                s2.key.eq(s1w_key),
                 s2_pre.eq(Mux(sel_new, s3_new.as_value(), 0)
                           | Mux(sel_lw, lw_data.as_value(), 0)
-                          | Mux(sel_mem, rp.data.as_value(), 0)),
-                *[s2_f1[c].eq(s2_writes & (s2.row == s1.row)) for c in range(2)],
-                s2_lk.eq(s1.kind == _OP_LOOKUP),
-                s2_age.eq(s1.kind == _OP_AGE),
-                s2_clr.eq(s1.kind == _OP_CLEAR),
-                s2_rd.eq(s1.valid & (s1.kind == _OP_READ)),
+                          | Mux(sel_lw2, lw2_data.as_value(), 0)
+                          | Mux(sel_mem, m_word.as_value(), 0)),
+                *[s2_f1[c].eq(s2_writes & (s2.row == s1w.row)) for c in range(2)],
+                s2_lk.eq(s1w.kind == _OP_LOOKUP),
+                s2_age.eq(s1w.kind == _OP_AGE),
+                s2_clr.eq(s1w.kind == _OP_CLEAR),
+                s2_rd.eq(s1w_v & (s1w.kind == _OP_READ)),
             ]
 
             # S2: the operand is s3_new or s2_pre, the newest word of the row. S2 decides
@@ -585,8 +648,8 @@ class AccessCounterArray(wiring.Component):
                     s2_old[w].valid.eq(Mux(s2_f1[1], s3_new[w].valid, s2_pre[w].valid)),
                     s2_old[w].count.eq(Mux(s2_f1[1], s3_new[w].count, s2_pre[w].count)),
                 ]
-            self._decide(m, s2.key, s2_pre, (s3_flag, s3.key, s3_tt, s3_tc, s3_cnt, s3_old),
-                         s2_f1, s2_sel, b)
+            self._decide(m, s2_pre, s2_pre_hit, (s3_flag, s3_tt, s3_tc, s3_cnt, s3_old),
+                         (s2_key_is_s3, s2_old_eq), s2_f1, s2_sel, b)
             m.d.sync += [
                 s3.eq(s2),
                 s3_old.eq(s2_old),
@@ -612,11 +675,14 @@ class AccessCounterArray(wiring.Component):
                 lw_valid.eq(s3_writes),
                 lw_row.eq(s3.row),
                 lw_data.eq(s3_new),
+                lw2_valid.eq(lw_valid),
+                lw2_row.eq(lw_row),
+                lw2_data.eq(lw_data),
             ]
 
             resp_en = resp_en | s2_rd
             resp_data = resp_data | Mux(s2_rd, s2_old.as_value(), 0)
-            in_flight = in_flight | sr.valid | s1.valid | s2.valid | s3.valid
+            in_flight = in_flight | sr.valid | s1.valid | s1w_v | s2.valid | s3.valid
 
         # --- read responses -------------------------------------------------------------
         m.submodules.resp_queue = queue = SyncFIFO(width=layout.size, depth=READ_QUEUE_DEPTH)

@@ -10,7 +10,7 @@ A bank
 ------
 * **in_q** (a register ring, :class:`RingQueue`): misses ``{key, lset}`` (``lset`` = set
   within the bank), up to ``lanes`` per cycle, in stream order; each lane writes its own entry.
-* **Lookup** (4 stages, one miss per cycle): ``B0`` reads the set word from block RAM
+* **Lookup** (5 stages, one miss per cycle): ``B0`` reads the set word from block RAM
   (transparent to the RAM's write, which is ``B3``'s decision of the cycle before, from
   registers); ``B1`` registers the word as read (the RAM's output goes straight into
   flip-flops); ``B2`` compares each way with the key and registers the
@@ -26,7 +26,8 @@ A bank
   the current mini-batch; an untouched set reads as empty, so starting a mini-batch is one
   cycle (a register per set is cleared), never a sweep of the RAM. Timing: the RAM read ends at a
   register; the compares, the way choice, the ``NEW`` write and the result push each start
-  from registers.
+  from registers. ``B4`` pushes ``B3``'s result into res_q, with the entry's flags (below)
+  from compares ``B3`` made and registered.
 * **res_q** (a shifting register queue, :class:`MultiQueue`): results in stream order, read
   ``lanes`` at a time by the fragmenter's retire stage, which gives every ``NEW`` its
   staging index in stream order.
@@ -215,6 +216,7 @@ class DedupBank(Elaboratable):
         b1_valid = Signal()
         b2_valid = Signal()
         b3_valid = Signal()
+        b4_valid = Signal()                  # B3's result, pushed into res_q now
         # (the ops and words of B1-B3 have no reset: each is used only while its stage's
         # valid bit, which resets, says so; they stay off the reset net)
         b1_op = Signal(geo.op_layout(cfg), reset_less=True)
@@ -223,7 +225,8 @@ class DedupBank(Elaboratable):
         op = in_q.peek[0]
         issue = Signal()
         m.d.comb += [
-            issue.eq((in_q.level != 0) & (res_q.space > b1_valid + b2_valid + b3_valid)),
+            issue.eq((in_q.level != 0)
+                     & (res_q.space > b1_valid + b2_valid + b3_valid + b4_valid)),
             in_q.pop_n.eq(issue),
             rp.addr.eq(op.lset),
         ]
@@ -340,19 +343,18 @@ class DedupBank(Elaboratable):
         b2_match = Signal(ways)
         b2_free = Signal(ways)
         b3_m_any = Signal()
-        b3_m_ord = Signal(geo.ord_bits, reset_less=True)
+        b3_match = Signal(ways)
         b3_f_any = Signal()
         b3_f_one = Signal()
-        # The matching ordinal is an OR of the word's matching way and the two missed
-        # writes, not a choice per way: a missed write fills a way free in our word (the
-        # register copy below), so a way of the word and a missed write never match
-        # together, and the matches are one-hot (a key is in at most one way).
+        # B2 registers the matching ways (`b3_match`: the word's, and the way a missed
+        # write filled if it wrote the key); B3 reads the matching ordinal out of its word,
+        # which holds the missed writes' entries in their ways (timing: the ordinal's
+        # AND-OR after the key compares was B2's longest path, into `b3_m_ord`; with the
+        # result pushed at B4, B3 has the time). The matches are one-hot (a key is in at
+        # most one way; the register copy below), so the ordinal is an AND-OR.
         cur_m = Signal(ways)
         m.d.comb += cur_m.eq(Cat(*[cur[w].used & (cur[w].key == b2_op.key)
                                    for w in range(ways)]))
-        m_ord_w = Mux(fb_m, w1_entry.ord, 0) | Mux(fc_m, w2_entry.ord, 0)
-        for w in range(ways):
-            m_ord_w = m_ord_w | Mux(cur_m[w], cur[w].ord, 0)
         m.d.comb += [
             b2_match.eq(cur_m | Mux(fb_m, w1_oh, 0) | Mux(fc_m, w2_oh, 0)),
             b2_free.eq(Cat(*[~cur[w].used for w in range(ways)]) & ~fb_oh & ~fc_oh),
@@ -364,7 +366,7 @@ class DedupBank(Elaboratable):
                              for w in range(ways)])),
             b3_free.eq(b2_free),
             b3_m_any.eq(b2_match.any()),
-            b3_m_ord.eq(m_ord_w),
+            b3_match.eq(b2_match),
             b3_f_any.eq(b2_free.any()),
             b3_f_one.eq(popcount(b2_free[w] for w in range(ways)) == 1),
         ]
@@ -379,9 +381,12 @@ class DedupBank(Elaboratable):
         # and the op ahead's write (see above)
         m_any = Signal()
         m_ord = Signal(geo.ord_bits)
+        b3_word_ord = Const(0, geo.ord_bits)     # the ordinal of the word's matching way
+        for w in range(ways):
+            b3_word_ord = b3_word_ord | Mux(b3_match[w], b3_word[w].ord, 0)
         f_any = Signal()
         m.d.comb += [m_any.eq(b3_m_any | fa_m),
-                     m_ord.eq(Mux(fa_m, fa_entry.ord, b3_m_ord)),
+                     m_ord.eq(Mux(fa_m, fa_entry.ord, b3_word_ord)),
                      f_any.eq(b3_f_any & ~(fa_any & b3_f_one))]
         # The amaranth.sim tests check the two facts this rests on in every cycle (the
         # register copies below): a key is in at most one way of its set (B2's matching
@@ -443,12 +448,24 @@ class DedupBank(Elaboratable):
             w2_oh.eq(w1_oh),
             w2_entry.eq(w1_entry),
         ]
+        # --- B4: push B3's result -----------------------------------------------------
+        # (a register stage: the flags of the entry pushed are selected from compares of
+        # B3's ordinal that B3 registers, see `entry_flags`)
+        b4_kind = Signal(2, reset_less=True)
+        b4_ord = Signal(geo.ord_bits, reset_less=True)
+        b3_ord = Signal(geo.ord_bits)        # B3's result's ordinal (B4's next)
+        m.d.comb += b3_ord.eq(Mux(m_any, m_ord, newcnt))
+        m.d.sync += [
+            b4_valid.eq(b3_valid),
+            b4_kind.eq(Mux(m_any, KIND_DUP, Mux(f_any, KIND_NEW, KIND_FULL))),
+            b4_ord.eq(b3_ord),
+        ]
         res = res_q.wr_data[0]
         m.d.comb += [
-            res_q.push_n.eq(b3_valid),
-            res_q.wr_en.eq(b3_valid),
-            res.kind.eq(Mux(m_any, KIND_DUP, Mux(f_any, KIND_NEW, KIND_FULL))),
-            res.ord.eq(Mux(m_any, m_ord, newcnt)),
+            res_q.push_n.eq(b4_valid),
+            res_q.wr_en.eq(b4_valid),
+            res.kind.eq(b4_kind),
+            res.ord.eq(b4_ord),
         ]
         # Set the written set's bit through a decoder: an indexed assignment
         # (`touched.bit_select(...).eq(1)`) becomes a case statement whose every branch Yosys
@@ -489,33 +506,52 @@ class DedupBank(Elaboratable):
         # compare after their entries (timing: the compares, carry chains from the
         # entries, started the resolver's loop through rptr and take_ok's logic). A flag's
         # next value for a held entry is its flag updated by the register's change this
-        # cycle; for the entry pushed now (B3), the compare of B3's matching ordinal (the
-        # ordinal of a `DUP`, the only kind whose flags are read) with the register's next
-        # value. Register copies check every flag of a held `DUP` against its compare.
+        # cycle; for the entry pushed now (B4), the compare of its ordinal (that of a `DUP`
+        # is the only one whose flags are read) with the register's next value. For
+        # `known` and `in_ram` that compare is selected from compares B3 made of its
+        # ordinal with the register plus each step it can take in B3's and B4's cycles
+        # (timing: the compare of B3's ordinal, itself a choice of two registers, ahead of
+        # the flags' selects was the `ulx3s` route's slowest path after take's).
+        # Register copies check every flag of a held `DUP` against its compare.
         rl = geo.result_layout()
         depth = geo.res_depth
         pop, pop_en = res_q.pop_n, res_q.pop_en
         L = cfg.lanes
         ents = [data.View(rl, res_q.entries[k]) for k in range(depth)]
 
-        def entry_flags(name, held_next, pushed_next, compare):
-            """``held_next(flag, ordinal)``: the next flag of a held entry;
-            ``pushed_next(ordinal)``: the flag of B3's ordinal pushed now;
-            ``compare(ordinal)``: the value the flag copies (for the register copy)."""
+        def entry_flags(name, held_next, pushed_next, compare, late=None):
+            """``held_next(flag, ordinal, l)``: the next flag of a held entry;
+            ``pushed_next(l)``: the flag of B4's ordinal pushed now;
+            ``compare(ordinal)``: the value the flag copies (for the register copy);
+            ``late``: a late signal of the fragmenter (its retire) the flag's change depends
+            on, or None. ``l`` is its value, a constant: each flag's next value is made for
+            both and selected by ``late`` after the pop's select, ahead of ``pop_en`` only
+            (timing: retire entered the flags' logic ahead of the compares' selects and the
+            pop's select, six LUT levels from the retire copy to the `known` flags, 12.19 ns,
+            in the branch's 85 MHz tier)."""
             flags = [Signal(name=f"b{self.index}_{name}{k}") for k in range(depth)]
-            push_flag = Signal(name=f"b{self.index}_{name}_push")
-            m.d.comb += push_flag.eq(Mux(fa_m, pushed_next(fa_entry.ord),
-                                         pushed_next(b3_m_ord)))
+            lvals = (0, 1) if late is not None else (0,)
+            push_flag = [Signal(name=f"b{self.index}_{name}_push{l}") for l in lvals]
+            for l in lvals:
+                m.d.comb += push_flag[l].eq(pushed_next(l))
             for j in range(depth):
-                cands = []
-                for p in range(L + 1):
-                    s = j + p
-                    if s >= depth:
-                        cands.append(flags[j])
-                        continue
-                    cands.append(Mux(b3_valid & (res_q.level == s), push_flag,
-                                     held_next(flags[s], ents[s].ord)))
-                m.d.sync += flags[j].eq(Mux(pop_en, Array(cands)[pop], cands[0]))
+                nxt = {}                     # (popped, l) -> next value
+                for l in lvals:
+                    cands = []
+                    for p in range(L + 1):
+                        s = j + p
+                        if s >= depth:
+                            cands.append(flags[j])
+                            continue
+                        cands.append(Mux(b4_valid & (res_q.level == s), push_flag[l],
+                                         held_next(flags[s], ents[s].ord, l)))
+                    nxt[1, l] = Array(cands)[pop]
+                    nxt[0, l] = cands[0]
+                if late is None:
+                    m.d.sync += flags[j].eq(Mux(pop_en, nxt[1, 0], nxt[0, 0]))
+                else:
+                    m.d.sync += flags[j].eq(Mux(pop_en, Mux(late, nxt[1, 1], nxt[1, 0]),
+                                                Mux(late, nxt[0, 1], nxt[0, 0])))
             for k in range(depth):
                 self.register_copies.append(
                     (f"{bank}: {name}{k} copies its compare", Const(0, 1),
@@ -530,14 +566,22 @@ class DedupBank(Elaboratable):
             return o >= self.fwd_cnt
         fwd_ok = entry_flags(
             "fwd_ok",
-            lambda f, o: Mux(self.fwd_step, fwd_next(o), f),
-            lambda o: Mux(self.fwd_step, fwd_next(o), o >= self.fwd_lo),
-            lambda o: o >= self.fwd_lo)
+            lambda f, o, l: fwd_next(o) if l else f,
+            lambda l: fwd_next(b4_ord) if l else b4_ord >= self.fwd_lo,
+            lambda o: o >= self.fwd_lo,
+            late=self.fwd_step)
         # in_ram: ord < drained (the resolver). drained steps by one with `drain`.
+        # Pushed now: B4's ordinal < drained + drain (this cycle's step), where drained =
+        # B3's drained + B3's drain; B3 registers its ordinal's compares with B3's
+        # drained + 0, 1, 2 (`b4_ic`) and its drain (`b4_drain`).
+        b4_ic = Signal(3, reset_less=True)
+        b4_drain = Signal()
+        m.d.sync += [b4_ic.eq(Cat(*[b3_ord < drained + k for k in range(3)])),
+                     b4_drain.eq(drain)]
         in_ram_f = entry_flags(
             "in_ram",
-            lambda f, o: f | (drain & (o == drained)),
-            lambda o: (o < drained) | (drain & (o == drained)),
+            lambda f, o, l: f | (drain & (o == drained)),
+            lambda l: Array([b4_ic[0], b4_ic[1], b4_ic[1], b4_ic[2]])[Cat(drain, b4_drain)],
             lambda o: o < drained)
         # known: ord < pushed (the resolver). pushed moves up by wq.push_n with wq.push_en.
         # Its next value is compared through registers `pushed_plus[n]` = pushed + n: an
@@ -546,22 +590,37 @@ class DedupBank(Elaboratable):
         # the flags' longest path, 17-18 levels from push_n).
         pushed = Signal(range(geo.entries + 1))
         pushed_up = pushed + wq.push_n
-        pushed_plus = [None] + [Signal(range(geo.entries + L + 1), init=n,
+        pushed_plus = [None] + [Signal(range(geo.entries + 2 * L + 1), init=n,
                                        name=f"pushed_plus{n}")
-                                for n in range(1, L + 1)]
-        for n in range(1, L + 1):
+                                for n in range(1, 2 * L + 1)]
+        for n in range(1, 2 * L + 1):
             m.d.sync += pushed_plus[n].eq(Mux(wq.push_en, pushed_up + n, pushed_plus[n]))
             self.register_copies.append(
                 (f"{bank}: pushed_plus{n} = pushed + {n}", pushed + n, pushed_plus[n]))
 
-        def pushed_now(o):                   # ord < pushed + push_n, if pushed now
-            return wq.push_en & Array([Const(0, 1)] + [o < pushed_plus[n]
-                                                       for n in range(1, L + 1)])[wq.push_n]
+        def pushed_now(o):                   # ord < pushed + push_n (if pushed now)
+            return Array([Const(0, 1)] + [o < pushed_plus[n]
+                                          for n in range(1, L + 1)])[wq.push_n]
+        # Pushed now: B4's ordinal < pushed + push_n (if push_en), where pushed = B3's
+        # pushed + B3's step (`b4_step`: push_n if push_en); B3 registers its ordinal's
+        # compares with B3's pushed + 0 .. 2L (`b4_kc`, through pushed_plus). `b4_kc` is
+        # monotone (o < p + k implies o < p + k + 1), so the flag is bit step + push_n.
+        b4_kc = Signal(2 * L + 1, reset_less=True)
+        b4_step = Signal(range(L + 1))
+        m.d.sync += [
+            b4_kc.eq(Cat(b3_ord < pushed, *[b3_ord < pushed_plus[n]
+                                            for n in range(1, 2 * L + 1)])),
+            b4_step.eq(Mux(wq.push_en, wq.push_n, 0)),
+        ]
+        def known_push(l):                   # (l: pushed now)
+            return Array([Array([b4_kc[d + n] for n in range(L + 1)])
+                          for d in range(L + 1)])[b4_step][wq.push_n if l else 0]
         known_f = entry_flags(
             "known",
-            lambda f, o: f | pushed_now(o),
-            lambda o: (o < pushed) | pushed_now(o),
-            lambda o: o < pushed)
+            lambda f, o, l: f | pushed_now(o) if l else f,
+            known_push,
+            lambda o: o < pushed,
+            late=wq.push_en)
 
         # --- resolver ------------------------------------------------------------------------
         # `pushed` counts the values pushed into wq (drained + wq.level), so whether a DUP's
@@ -663,9 +722,10 @@ class DedupBank(Elaboratable):
         with m.If(restart):
             m.d.sync += [touched.eq(0), newcnt.eq(0), drained.eq(0), pushed.eq(0), rptr.eq(0),
                          u_found.eq(0)]
-            m.d.sync += [pushed_plus[n].eq(n) for n in range(1, L + 1)]
+            m.d.sync += [pushed_plus[n].eq(n) for n in range(1, 2 * L + 1)]
 
         m.d.comb += self.idle.eq((in_q.level == 0) & ~b1_valid & ~b2_valid & ~b3_valid
+                                 & ~b4_valid
                                  & ~w1_valid
                                  & (res_q.level == 0) & (wq.level == 0))
         return m

@@ -630,8 +630,21 @@ class GatherScatterDMA(wiring.Component):
         pop_en = Signal()
         pop_q = Signal(bank_bits)
         pop_next = Signal(pos_bits)
-        m.d.comb += [link_wp.addr.eq(qtail[app_q]), link_wp.data.eq(app_pos),
-                     link_wp.en.eq(app_en & qnz.bit_select(app_q, 1))]
+        # The link write is registered (`lk_*`) and reaches the RAM a cycle after the append
+        # (timing: the append decision, at the end of the deferral / replay chain, reached
+        # the link RAM's address and enable pins over a long net). Nothing reads the entry
+        # that soon: the link of an appended position is read by the replay FSM once that
+        # position is its queue's head, in state 1, which comes a cycle after a pick (state
+        # 0) at the earliest, and the FSM picks no queue in the cycle of an append (a
+        # deferral needs `~replay_busy`; the FSM's own append is in state 3). A register
+        # copy checks that no replay read meets a pending link write of its address.
+        lk_en = Signal()
+        lk_addr = Signal(len(link_wp.addr), reset_less=True)
+        lk_data = Signal(pos_bits, reset_less=True)
+        m.d.sync += [lk_en.eq(app_en & qnz.bit_select(app_q, 1)),
+                     lk_addr.eq(qtail[app_q]), lk_data.eq(app_pos)]
+        m.d.comb += [link_wp.addr.eq(lk_addr), link_wp.data.eq(lk_data),
+                     link_wp.en.eq(lk_en)]
         for q in range(B):
             inc = app_en & (app_q == q)
             dec = pop_en & (pop_q == q)
@@ -864,6 +877,10 @@ class GatherScatterDMA(wiring.Component):
                         with m.If(g_replay):
                             m.d.comb += [pop_en.eq(1), pop_q.eq(rp_q), pop_next.eq(rp_link)]
                             m.d.sync += rp_state.eq(0)
+
+        self.register_copies.append(
+            ("replay's link read vs a pending link write", Const(0, 1),
+             lk_en & (rp_state == 1) & (lk_addr == rp_pos)))
 
         # scatter sequencer
         s_pending = Signal(B)

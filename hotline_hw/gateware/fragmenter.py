@@ -60,7 +60,7 @@ the beat retired last, nor resolved by its bank yet waits for its bank's resolve
 four cycles). A popular sample's beats leave once its last beat is dispatched; other
 samples' beats leave as soon as their de-dup results are known. **Latency** from a sample's
 last input beat to its first output beat: :attr:`MiniBatchFragmenter.min_latency` cycles
-(``cam_latency + 12``) for a popular sample with no backpressure, 4 more for a sample with a
+(``cam_latency + 12``) for a popular sample with no backpressure, 5 more for a sample with a
 new row (its de-dup bank); it grows only while earlier beats still wait (a de-dup bank
 queue, a full output), never unboundedly: nothing waits for a later beat.
 
@@ -229,7 +229,7 @@ class MiniBatchFragmenter(wiring.Component):
     def min_latency(self):
         """Cycles from a sample's last input beat to its first output beat with no
         backpressure and nothing ahead of it: a popular sample's (a new row's sample waits
-        4 cycles more, for its de-dup bank). Measured by ``test_min_latency``."""
+        5 cycles more, for its de-dup bank). Measured by ``test_min_latency``."""
         return self.cam_latency + 12
 
     def elaborate(self, platform):
@@ -626,6 +626,20 @@ class MiniBatchFragmenter(wiring.Component):
         anew = [Signal(name=f"a_new{i}") for i in range(L)]
         for i in range(L):
             m.d.comb += anew[i].eq(amiss[i] & (ares[i].kind == KIND_NEW))
+        # The beat's new rows counted per bank from the bank's own results: its misses are
+        # the first `need` entries of its result queue (ranks 0 .. need - 1), so bank b's
+        # new rows are the NEW entries among them. A compare of `need` with constants and an
+        # AND with each entry's kind, no select by lane (timing: `anew` comes through the
+        # 16:1 select by bank and rank, and counting it across lanes put 7 LUT levels from
+        # the beat FIFO's head into `rp_any_new` / `rp_nn`, the `ulx3s` route's worst
+        # path). Register copies check both against the per-lane count at every take.
+        bnew = [Cat(*[(banks[b].res_q.peek[k].kind == KIND_NEW) & (ab.need[b] > k)
+                      for k in range(L)]) for b in range(B)]
+        a_nn = [Signal(range(L + 1), name=f"a_nn{b}") for b in range(B)]
+        a_any = Signal()
+        for b in range(B):
+            m.d.comb += a_nn[b].eq(popcount(bnew[b][k] for k in range(L)))
+        m.d.comb += a_any.eq(Cat(*bnew).any())
 
         # the pipeline register between take and assign
         rp_beat = Signal(beat_layout, reset_less=True)    # the beat, as it was in the beat FIFO
@@ -633,7 +647,9 @@ class MiniBatchFragmenter(wiring.Component):
                   for i in range(L)]
         rp_new = Signal(L)                   # lane is a new row (a miss, KIND_NEW)
         rp_any_new = Signal()                # rp_new != 0
-        # new rows before it, one-hot (bit k: k new rows in the lanes before it; lane 0: none)
+        # new rows before it, one-hot (bit k: k new rows in the lanes before it; lane 0:
+        # none), from rp_new at assign (a function of i bits: the assign stage's selects by
+        # it take the same LUT levels as by a registered one-hot, and take does not count)
         rp_pre = [None] + [Signal(L, name=f"rp_pre{i}") for i in range(1, L)]
         rp_rn = [Signal(range(L), name=f"rp_rn{i}") for i in range(L)]   # ... in its bank
         rp_nn = [Signal(range(L + 1), name=f"rp_nn{b}") for b in range(B)]  # new rows per bank
@@ -748,19 +764,26 @@ class MiniBatchFragmenter(wiring.Component):
                  Const(0, 1), udup & ~one))
         with m.If(take):
             m.d.sync += [rp_valid.eq(1), rp_beat.eq(beatf.r_data), rp_new.eq(Cat(*anew)),
-                         rp_any_new.eq(Cat(*anew).any())]
+                         rp_any_new.eq(a_any)]
             for i in range(L):
                 m.d.sync += [
                     rp_res[i].eq(ares[i]),
                     rp_rn[i].eq(popcount(anew[j] & (abank(j) == abank(i)) for j in range(i))),
                 ]
-            for i in range(1, L):
-                m.d.sync += rp_pre[i].eq(Cat(*[popcount(anew[j] for j in range(i)) == k
-                                               for k in range(L)]))
             for b in range(B):
-                m.d.sync += rp_nn[b].eq(popcount(anew[i] & (abank(i) == b) for i in range(L)))
+                m.d.sync += rp_nn[b].eq(a_nn[b])
         with m.Elif(retire):
             m.d.sync += rp_valid.eq(0)
+        for i in range(1, L):
+            m.d.comb += rp_pre[i].eq(Cat(*[popcount(rp_new[j] for j in range(i)) == k
+                                           for k in range(L)]))
+        self.register_copies.append(
+            ("the beat's new rows, any (per bank) = any (per lane)", Const(0, 1),
+             take & (a_any != Cat(*anew).any())))
+        for b in range(B):
+            self.register_copies.append(
+                (f"bank {b}'s new rows (its first `need` results) = its new lanes", Const(0, 1),
+                 take & (a_nn[b] != popcount(anew[i] & (abank(i) == b) for i in range(L)))))
 
         # ---- 4b. assign ----------------------------------------------------------------
         rkind = [rb.kind[i] for i in range(L)]
@@ -870,6 +893,17 @@ class MiniBatchFragmenter(wiring.Component):
                 m.d.comb += [bk.wq.wr_off[i].eq(rp_rn[i]), bk.wq.wr_data[i].eq(newval[i])]
 
         g_keep = Cat(*staged)
+        # the beat has a staged row: its first new row (no new row before it) is staged iff
+        # the staging bank has room for one (`room` is a thermometer code), so `g_keep != 0`
+        # is rp_any_new & room[0], an AND of two flip-flops (timing: `g_keep` comes from
+        # rp_new through the one-hot counts `rp_pre` and the room selects, and its OR-reduce
+        # led the branch's 85 MHz tier, `rp_new` -> the gather FIFO's write enable and
+        # `g_room`). A register copy checks the two at every beat in rp_*.
+        g_any = Signal(name="r_g_any")
+        m.d.comb += g_any.eq(rp_any_new & room[0])
+        self.register_copies.append(
+            ("a beat has a staged row iff it has a new row and the staging bank room for one",
+             Const(0, 1), rp_valid & ((g_keep != 0) != g_any)))
         # the beat waits for room in the gather FIFO if it has a new row (staged or not:
         # `rp_any_new` is a register, so retire does not wait for the staging count)
         sb_layout = data.StructLayout({"beat": out_layout, "has_sample": 1, "last": 1})
@@ -1041,7 +1075,7 @@ class MiniBatchFragmenter(wiring.Component):
         for i in range(L):
             m.d.comb += [gb.keys[i].eq(rb.value[i][:kb]), gb.indices[i].eq(idx[i][:ib])]
         m.d.comb += [gb.bank.eq(sbank), gb.keep.eq(g_keep),
-                     gathf.w_en.eq(retire & (g_keep != 0)), gathf.w_data.eq(gb)]
+                     gathf.w_en.eq(retire & g_any), gathf.w_data.eq(gb)]
 
         n_new = popcount(new)
         with m.If(retire):
@@ -1155,7 +1189,7 @@ class MiniBatchFragmenter(wiring.Component):
             c_last = Signal(name=f"rp_last_{sfx}", reset_less=True)
             c_pend = Signal(name=f"pend_valid_{sfx}")
             c_take, c_ret = take_bk[b], retire_bk[b]
-            c_g = _room_reg(m, gathf, 4, c_ret & (g_keep != 0), f"g_room_{sfx}")
+            c_g = _room_reg(m, gathf, 4, c_ret & c_any & room[0], f"g_room_{sfx}")
             m.d.comb += [
                 c_ret.eq(c_valid & c_wq & c_sb & (~c_any | c_g) & ~(c_last & c_pend)),
                 c_take.eq(beatf.r_rdy & c_tk & (~c_valid | c_ret)),
@@ -1165,7 +1199,7 @@ class MiniBatchFragmenter(wiring.Component):
                 c_tk.eq(tk_ok_next(c_take)),
                 c_wq.eq(wq_ok_next(c_take, c_ret)),
                 c_sb.eq(sb_room_next(c_ret)),
-                c_any.eq(Mux(c_take, Cat(*anew).any(), c_any)),
+                c_any.eq(Mux(c_take, a_any, c_any)),
                 c_last.eq(Mux(c_take, ab.last, c_last)),
                 c_pend.eq(Mux(pub, 0, Mux(c_ret & c_last, 1, c_pend))),
             ]

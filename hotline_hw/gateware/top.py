@@ -167,6 +167,19 @@ class HotlineAccelerator(wiring.Component):
 
         # ---- the lookup stream: to the counter array (LEARN) or the fragmenter (TRAIN) ----
         mode = Signal(2)
+        # The mode's next value (the control logic below drives it), and one flip-flop per
+        # streaming mode loaded with its decode (timing: `mode == TRAIN` sat between the
+        # mode register and the fragmenter's input handshake, which writes the metadata
+        # FIFO's LUT RAM: a LUT and a long net less on `ulx3s`'s path into its write
+        # enables). A register copy checks each flag against the decode of `mode`.
+        mode_next = Signal(2)
+        mode_learn = Signal()
+        mode_train = Signal()
+        m.d.comb += mode_next.eq(mode)
+        m.d.sync += [mode.eq(mode_next), mode_learn.eq(mode_next == MODE["LEARN"]),
+                     mode_train.eq(mode_next == MODE["TRAIN"])]
+        self.register_copies = [("mode_learn", mode_learn, mode == MODE["LEARN"]),
+                                ("mode_train", mode_train, mode == MODE["TRAIN"])]
         s = self.s_axis_lookup
         kb8 = 8 * geo["key_bytes"]
         keys = [s.tdata[i * kb8:i * kb8 + cfg.key_bits] for i in range(L)]
@@ -181,10 +194,10 @@ class HotlineAccelerator(wiring.Component):
             frag.lookups.payload.keep.eq(keep),
             frag.lookups.payload.user.eq(s.tuser),
             frag.lookups.payload.last.eq(s.tlast),
-            pop.lookups.valid.eq(s.tvalid & (mode == MODE["LEARN"])),
-            frag.lookups.valid.eq(s.tvalid & (mode == MODE["TRAIN"])),
-            s.tready.eq(Mux(mode == MODE["LEARN"], pop.lookups.ready,
-                            Mux(mode == MODE["TRAIN"], frag.lookups.ready, 0))),
+            pop.lookups.valid.eq(s.tvalid & mode_learn),
+            frag.lookups.valid.eq(s.tvalid & mode_train),
+            s.tready.eq(Mux(mode_learn, pop.lookups.ready,
+                            Mux(mode_train, frag.lookups.ready, 0))),
         ]
 
         # ---- fragmenter <-> CAM, outputs ---------------------------------------------------
@@ -284,11 +297,11 @@ class HotlineAccelerator(wiring.Component):
                         with m.Case(CMD["NOP"]):
                             pass
                         with m.Case(CMD["LEARN"]):
-                            m.d.sync += [mode.eq(MODE["LEARN"]),
-                                         learn_go.eq(reg("CTRL", "clear"))]
+                            m.d.comb += mode_next.eq(MODE["LEARN"])
+                            m.d.sync += learn_go.eq(reg("CTRL", "clear"))
                             m.d.comb += cmd_done.eq(1)
                         with m.Case(CMD["TRAIN"]):
-                            m.d.sync += mode.eq(MODE["TRAIN"])
+                            m.d.comb += mode_next.eq(MODE["TRAIN"])
                             m.d.comb += cmd_done.eq(1)
                         with m.Case(CMD["STOP"]):
                             m.d.comb += flush.eq(mode == MODE["TRAIN"])
@@ -298,7 +311,7 @@ class HotlineAccelerator(wiring.Component):
                             with m.If(mode == MODE["TRAIN"]):
                                 m.d.comb += cmd_error.eq(1)
                             with m.Else():
-                                m.d.sync += mode.eq(MODE["IDLE"])
+                                m.d.comb += mode_next.eq(MODE["IDLE"])
                                 m.d.comb += dma.evict_start.eq(1)
                                 m.d.sync += wait.eq(3)
                                 m.next = "INSTALL_EVICT"
@@ -325,7 +338,7 @@ class HotlineAccelerator(wiring.Component):
                             m.d.comb += cmd_error.eq(1)
             with m.State("STOP"):
                 with m.If((wait == 0) & ~frag_busy):
-                    m.d.sync += mode.eq(MODE["IDLE"])
+                    m.d.comb += mode_next.eq(MODE["IDLE"])
                     m.d.comb += cmd_done.eq(1)
                     m.next = "IDLE"
                 abort()
@@ -363,7 +376,7 @@ class HotlineAccelerator(wiring.Component):
                 abort()
         with m.If(soft):
             m.d.comb += frag_clear.eq(1)
-            m.d.sync += mode.eq(MODE["IDLE"])
+            m.d.comb += mode_next.eq(MODE["IDLE"])
         with m.If(cmd_stb & ~ctl.ongoing("IDLE")):
             m.d.comb += cmd_error.eq(1)
 

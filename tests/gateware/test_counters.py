@@ -14,7 +14,7 @@ from amaranth.sim import Simulator
 from golden.counters import CounterArray
 from golden.model import HotlineModel
 from hotline_hw.config import preset
-from hotline_hw.gateware.counters import AccessCounterArray
+from hotline_hw.gateware.counters import READ_LATENCY, AccessCounterArray
 from hotline_hw.hashing import SEED_COUNTER, h3_np
 from sim.register_copies import watch_register_copies
 
@@ -554,7 +554,8 @@ def test_clear_cost_and_busy():
 
 def test_latency():
     """Documented latencies: a lookup accepted in cycle 0 leaves ``idle`` low in cycles
-    1..5; a read accepted in cycle t answers in cycle t + 4; reads stream one per cycle."""
+    1..6; a read accepted in cycle t answers in cycle t + READ_LATENCY (5); reads stream
+    one per cycle."""
     cfg = make_cfg(1, "64x8b4")
     k = Keys(cfg).in_set(5, 1)[0]
     dut = AccessCounterArray(cfg)
@@ -588,9 +589,10 @@ def test_latency():
     sim.add_clock(1e-8)
     sim.add_testbench(testbench)
     sim.run()
-    assert log["idle"] == [0, 0, 0, 0, 0, 1, 1]
+    assert log["idle"] == [0, 0, 0, 0, 0, 0, 1]
     assert [c for c, _ in log["req"]] == list(range(8, 17))        # one read per cycle
-    assert [c for c, _ in log["resp"]] == list(range(12, 21))      # 4 cycles later
+    assert READ_LATENCY == 5
+    assert [c for c, _ in log["resp"]] == list(range(13, 22))      # 5 cycles later
     assert log["resp"][0][1] == (1, k, 1)
 
 
@@ -634,7 +636,7 @@ def test_read_right_behind_lookups():
     assert log["accept"] == list(range(len(seq)))          # one lookup per cycle
     last = log["accept"][-1]
     assert log["req"] == last + 2       # the cycle after its dispatch empties the window
-    assert log["resp"][0] == log["req"] + 4
+    assert log["resp"][0] == log["req"] + READ_LATENCY
     ways = sorted((e for e in log["resp"][1] if e[0]), key=lambda e: e[1])
     assert ways == sorted([(1, k0, 4), (1, k1, 2), (1, k2, 1)], key=lambda e: e[1])
 

@@ -64,6 +64,12 @@ UNIT_WAIVERS = {
         Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(hit|victim_count|new_sets|r_data|r_rdy)"
                r"(\$\d+)?'$", instance=COUNTERS, reason=
                "alias wires of named signals, read through their driving nets"),
+        # The row and valid bit of the write before `lw` (`lw2_*`): S1W's selects are
+        # registers made from S1's compares, and these are only the reference the
+        # amaranth.sim register copy checks them against; no logic reads them.
+        Waiver("UNUSEDSIGNAL", r"^Signal is not used: 'lw2_(row|valid)_b\d+'$",
+               instance=COUNTERS, reason=
+               "the reference of a register copy checked in amaranth.sim only"),
         # amaranth.lib.fifo.SyncFIFO (the read-response queue): `produce`/`consume` alias the
         # memory port addresses, `w_level`/`r_level` alias `level`, `w_data` the write port.
         Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(produce|consume|w_level|r_level|"
