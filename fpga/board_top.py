@@ -35,11 +35,39 @@ from .sequencer import Sequencer
 from .signature import BeatSum, Misr
 from .uart import LinePrinter
 
-__all__ = ["SelfCheck", "BoardTop", "ERR_BITS"]
+__all__ = ["SelfCheck", "BoardTop", "ERR_BITS", "LINES", "line_template", "expected_line"]
 
 #: bits of ``err`` (the UART line's ``err=`` field)
 ERR_BITS = {"popular": 0, "nonpopular": 1, "writes": 2, "stats": 3, "read_check": 4,
             "bus": 5, "timeout": 6}
+
+#: The UART lines :class:`SelfCheck` can print:
+#:
+#: * ``"full"``: the verdict and ``err`` bits, the signatures (``pop``, ``npop``, ``w`` with
+#:   its beat count, ``st``), four statistics read back from the accelerator, the run's
+#:   cycle count and the first failing read's op;
+#: * ``"short"``: the verdict and ``err`` bits, the cycle count and the failing op only. The
+#:   checks are the same (every signature and statistic is compared on chip; ``err`` names
+#:   the one that differed, and a passing run's signatures are the expected ones the build
+#:   report prints). It saves the printer's nibble multiplexer over the signatures and the
+#:   sequencer's display registers: on an iCE40, which has no wide multiplexers, 270
+#:   of the HX8K's 7,680 logic cells.
+LINES = ("full", "short")
+
+
+def line_template(line="full"):
+    """The :class:`fpga.uart.LinePrinter` template of the UART line ``line`` (:data:`LINES`)."""
+    if line not in LINES:
+        raise ValueError(f"line {line!r}: choose from {', '.join(LINES)}")
+    t = ["hotline run ", ("hex", "runs", 4), " ",
+         ("text", "verdict", {1: "PASS", 2: "FAIL", 0: "????"}),
+         " err=", ("hex", "err", 2)]
+    if line == "full":
+        t += [" pop=", ("hex", "pop", 8), " npop=", ("hex", "npop", 8),
+              " w=", ("hex", "w", 8), "/", ("hex", "wn", 4), " st=", ("hex", "st", 8),
+              " lookups=", ("hex", "d0", 4), " hits=", ("hex", "d1", 4),
+              " staged=", ("hex", "d2", 4), " gathered=", ("hex", "d3", 4)]
+    return t + [" cycles=", ("hex", "cyc", 8), " op=", ("hex", "op", 3), "\r\n"]
 
 
 class SelfCheck(wiring.Component):
@@ -54,10 +82,12 @@ class SelfCheck(wiring.Component):
     expect : dict, optional
         Overrides of the expected values (``pop``, ``npop``, ``wsum``, ``wcount``, ``stats``):
         a wrong one proves the check can fail.
+    line : str
+        The UART line, ``"full"`` or ``"short"`` (:data:`LINES`, :func:`line_template`).
     """
 
     def __init__(self, cfg, program, clk_freq, *, baud=115200, timeout_cycles=None,
-                 pause_cycles=None, expect=None, uart=True):
+                 pause_cycles=None, expect=None, uart=True, line="full"):
         self.cfg, self.prog, self.clk_freq = cfg, program, int(clk_freq)
         self.baud = baud
         self.timeout_cycles = timeout_cycles or (1 << 26)
@@ -67,6 +97,8 @@ class SelfCheck(wiring.Component):
                        "stats": program.exp_stats}
         self.expect.update(expect or {})
         self.with_uart = uart
+        self.line = line
+        line_template(line)                         # checks the name
         super().__init__({
             "button": In(1),
             "running": Out(1), "passed": Out(1), "failed": Out(1), "heartbeat": Out(1),
@@ -88,7 +120,8 @@ class SelfCheck(wiring.Component):
                      decode_bits=prog.decode_bits)
         m.submodules.host_ram = ram
         rmap_bits = len(core.s_axil.awaddr)
-        seq = Sequencer(prog.ops, prog.in_beats, rmap_bits, geo["in_bits"])
+        seq = Sequencer(prog.ops, prog.in_beats, rmap_bits, geo["in_bits"],
+                        display_slots=4 if self.line == "full" else 0)
         m.submodules.sequencer = ResetInserter(seq_rst)(seq)
 
         wiring.connect(m, core.m_axi, ram.axi)
@@ -190,17 +223,9 @@ class SelfCheck(wiring.Component):
                       "pop": sigs["pop"], "npop": sigs["npop"],
                       "w": wsum.total, "wn": wsum.count, "st": seq.stats_sig,
                       "cyc": cycles, "op": seq.fail_op}
-            for i in range(4):
-                fields[f"d{i}"] = seq.display[i]
-            template = [
-                "hotline run ", ("hex", "runs", 4), " ",
-                ("text", "verdict", {1: "PASS", 2: "FAIL", 0: "????"}),
-                " err=", ("hex", "err", 2), " pop=", ("hex", "pop", 8),
-                " npop=", ("hex", "npop", 8), " w=", ("hex", "w", 8), "/", ("hex", "wn", 4),
-                " st=", ("hex", "st", 8), " lookups=", ("hex", "d0", 4),
-                " hits=", ("hex", "d1", 4), " staged=", ("hex", "d2", 4),
-                " gathered=", ("hex", "d3", 4), " cycles=", ("hex", "cyc", 8),
-                " op=", ("hex", "op", 3), "\r\n"]
+            for i, d in enumerate(seq.display):
+                fields[f"d{i}"] = d
+            template = line_template(self.line)
             divisor = max(2, round(self.clk_freq / self.baud))
             m.submodules.report = pr = LinePrinter(template, fields, divisor)
             m.d.comb += [pr.start.eq(print_start), printer_busy.eq(pr.busy),
@@ -210,16 +235,22 @@ class SelfCheck(wiring.Component):
         return m
 
 
-def expected_line(program, verdict="PASS", runs=1):
-    """The UART line a passing run prints (for the docs and the report)."""
+def expected_line(program, verdict="PASS", runs=1, line="full"):
+    """The UART line ``line`` (:data:`LINES`) a passing run prints (for the docs and the
+    report); the cycle count, known only on the board, is dots."""
+    line_template(line)
+    head = f"hotline run {runs:04X} {verdict} err=00 "
+    tail = "cycles=........ op=000"
+    if line == "short":
+        return head + tail
     # the displayed statistics as the hardware holds them (stats_bits wide)
     st = {k: program.cfg.wrap_stat(32, v) for k, v in program.stats.items()}
-    return (f"hotline run {runs:04X} {verdict} err=00 pop={program.exp_pop:08X} "
+    return (f"{head}pop={program.exp_pop:08X} "
             f"npop={program.exp_npop:08X} w={program.exp_wsum:08X}/"
             f"{program.exp_wcount:04X} st={program.exp_stats:08X} "
             f"lookups={st['lookups'] & 0xFFFF:04X} hits={st['hits'] & 0xFFFF:04X} "
             f"staged={st['staged_rows'] & 0xFFFF:04X} "
-            f"gathered={st['rows_gathered'] & 0xFFFF:04X} cycles=........ op=000")
+            f"gathered={st['rows_gathered'] & 0xFFFF:04X} {tail}")
 
 
 class BoardTop(Elaboratable):

@@ -34,6 +34,7 @@ class BoardSpec:
     synth_opts: str = ""          # extra synth_<family> options (e.g. -dsp on the UP5K)
     script_after_synth: str = ""  # Yosys commands after synth_<family> (amaranth override)
     nextpnr_opts: str = ""        # extra nextpnr options (--timing-allow-fail is always given)
+    uart_line: str = "full"       # the UART line (fpga.board_top.LINES): "short" on the iCE40s
 
     def platform_class(self):
         mod, cls = self.platform.split(":")
@@ -107,12 +108,13 @@ BOARDS = {b.name: b for b in (
     BoardSpec("icebreaker", "amaranth_boards.icebreaker:ICEBreakerPlatform", "ice40", "tiny",
               "1BitSquared iCEBreaker, iCE40 UP5K (5280 LUT4, 30 BRAM), 12 MHz",
               leds=("fail", "pass_hb"), button=("button", 0), overrides=ICE40_OVERRIDES,
-              max_ram_bytes=1 << 11, bitstream=("top.bin",), **ice40_synth("-dsp")),
+              max_ram_bytes=1 << 11, bitstream=("top.bin",), uart_line="short",
+              **ice40_synth("-dsp")),
     BoardSpec("hx8k", "amaranth_boards.ice40_hx8k_b_evn:ICE40HX8KBEVNPlatform", "ice40", "tiny",
               "Lattice iCE40-HX8K breakout (7680 LUT4, 32 BRAM), 12 MHz",
               leds=("heartbeat", "running", "pass", "fail", "run0", "run1", "run2", "run3"),
               overrides=ICE40_OVERRIDES, max_ram_bytes=1 << 11, bitstream=("top.bin",),
-              **ice40_synth()),
+              uart_line="short", **ice40_synth()),
 )}
 
 

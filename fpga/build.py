@@ -72,7 +72,7 @@ class Plan:
             "steps": steps or [f"sh build_{NAME}.sh"],
             "tool_env": TOOL_ENV,
             "program": self.program.summary(),
-            "expected_uart_line": expected_line(self.program),
+            "expected_uart_line": expected_line(self.program, line=self.spec.uart_line),
             "elaborate_s": round(self.elaborate_s, 2),
         }
 
@@ -83,7 +83,7 @@ def make_plan(spec, cfg, *, expect=None):
     t0 = time.perf_counter()
     program = make_program(cfg, max_ram_bytes=spec.max_ram_bytes)
     platform = spec.platform_class()()
-    top = BoardTop(spec, cfg, program, expect=expect)
+    top = BoardTop(spec, cfg, program, expect=expect, line=spec.uart_line)
     kw = {"synth_opts": spec.synth_opts} if spec.synth_opts else {}
     if spec.script_after_synth:
         kw["script_after_synth"] = spec.script_after_synth

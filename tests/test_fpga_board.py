@@ -16,7 +16,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from fpga.axi_ram import AxiRam
-from fpga.board_top import SelfCheck, expected_line
+from fpga.board_top import SelfCheck, expected_line, line_template
 from fpga.boards import BOARDS, ICE40_OVERRIDES
 from fpga.program import OP_END, OP_POLL, OP_READ, OP_STREAM, OP_WRITE, make_program
 from hotline_hw.config import preset
@@ -163,10 +163,10 @@ def _uart_decode(bits, divisor):
     return "".join(out)
 
 
-def run_selfcheck(cfg, expect=None, runs=1, max_cycles=60_000):
+def run_selfcheck(cfg, expect=None, runs=1, max_cycles=60_000, line="full"):
     prog = make_program(cfg, max_ram_bytes=2048)
     dut = SelfCheck(cfg, prog, 1e6, baud=250_000, pause_cycles=10, timeout_cycles=40_000,
-                    expect=expect)
+                    expect=expect, line=line)
     res, tx = {}, []
 
     async def tb(ctx):
@@ -193,6 +193,28 @@ def test_selfcheck_passes_tiny():
     assert res and res["passed"] == 1 and res["failed"] == 0 and res["err"] == 0, res
     assert line.startswith("hotline run 0001 PASS err=00"), line
     assert f"pop={prog.exp_pop:08X}" in line            # the 32-bit signature, whole
+
+
+def test_selfcheck_short_line():
+    """The iCE40 boards' short UART line (BoardSpec.uart_line): verdict, err bits, cycles
+    and the failing op, as ``expected_line(..., line="short")`` says; a wrong expectation
+    still fails the run and names the signature in ``err`` (the checks do not depend on the
+    line)."""
+    cfg = preset("tiny")
+    prog, res, line = run_selfcheck(cfg, line="short")
+    assert res and res["passed"] == 1 and res["err"] == 0, res
+    want = expected_line(prog, line="short")
+    assert want.startswith("hotline run 0001 PASS err=00 cycles=") and "pop=" not in want
+    first = line.split("\r\n")[0]          # (the short line leaves time for run 2)
+    assert first.split(" cycles=")[0] == want.split(" cycles=")[0], line
+    assert first.endswith(" op=000") and len(first) == len(want), line
+    assert int(first.split(" cycles=")[1][:8], 16) > 1000          # the run's cycle count
+    _, res, line = run_selfcheck(cfg, expect={"npop": prog.exp_npop ^ 1}, line="short")
+    assert res["failed"] == 1 and res["err"] == 1 << 1, res
+    assert line.startswith("hotline run 0001 FAIL err=02 cycles="), line
+    assert [b.name for b in BOARDS.values() if b.uart_line == "short"] == ["icebreaker", "hx8k"]
+    with pytest.raises(ValueError, match="line 'long'"):
+        line_template("long")
 
 
 @pytest.mark.parametrize("name,ram", [("tiny", 2048), ("ulx3s", 16384)])
@@ -423,7 +445,8 @@ def test_ice40_build(tmp_path):
     """A real iCE40 build (HX8K, the largest iCE40 of amaranth-boards) of the iCE40 variant
     (ICE40_OVERRIDES, the block-RAM rules ICE40_BLOCK_RAM, 32-bit signatures, docs/fpga.md):
     it fits with margin (at most 85 % of the logic cells: at 90-92 % nextpnr-ice40's placers
-    found no legal placement; 2026-12-05: 84 %), gives a bitstream, meets the board's 12 MHz clock, and is cached on a second
+    found no legal placement; 2026-12-05: 84 %; 2026-12-07, with the short UART
+    line: 84 %), gives a bitstream, meets the board's 12 MHz clock, and is cached on a second
     call."""
     r = run_cli("fpga", "--board", "hx8k", "-o", str(tmp_path), timeout=3600)
     rep = json.loads((tmp_path / "report.json").read_text())
