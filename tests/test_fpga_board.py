@@ -438,6 +438,22 @@ def test_axi_ram_bursts():
     sim.run()
 
 
+def test_plan_digest_ignores_source_locations():
+    """A board plan's digest (the build cache's key, and how the performance report tells a
+    current board result from a stale one) leaves out the RTLIL's and Verilog's
+    source-location attributes, whose absolute paths differ between checkouts; any other
+    change to the files changes it."""
+    from fpga.build import plan_digest
+    il = 'module \\top\n  attribute \\src "/a/fpga/board_top.py:12"\n  wire \\w\nend\n'
+    v = '(* src = "/a/fpga/board_top.py:12" *)\nmodule top(); (* src = "/a/x.py:3" *) wire w;\n'
+    d = plan_digest({"top.il": il, "top.debug.v": v})
+    assert d == plan_digest({"top.il": il.replace("/a/", "/clone/"),
+                             "top.debug.v": v.replace("/a/", "/b/").encode()})
+    assert d != plan_digest({"top.il": il.replace("wire \\w", "wire \\v"), "top.debug.v": v})
+    assert d != plan_digest({"top.il": il, "top.debug.v": v.replace("wire w", "wire u")})
+    assert d != plan_digest({"top.il": il, "top.debug.v": v, "top.pcf": ""})
+
+
 # --- a real build ----------------------------------------------------------------------------
 
 @pytest.mark.slow
