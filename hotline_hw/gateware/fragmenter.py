@@ -1114,9 +1114,14 @@ class MiniBatchFragmenter(wiring.Component):
         # Retire-side figures of a mini-batch are complete when its last beat retires: they
         # move to `pend_*` then, and the next mini-batch may retire while the emitter still
         # sends this one's beats. Its sample counts are complete at its terminator
-        # (do_term), when everything is published. A retired beat's figures are added a
-        # cycle later, from registers (`st_*`; timing: the lane tags do not feed the 32-bit
-        # adders); do_term comes at least two cycles after the last beat retires.
+        # (do_term), when everything is published. A retired beat's figures are registered
+        # a cycle later (`st_*`; timing: the lane tags do not feed the 32-bit adders), and
+        # their per-lane counts a cycle after that (`inc_*`; timing: the popcounts of
+        # `st_*`, with the repeated rows' corrections, ahead of the 32-bit adders were the
+        # longest path of `ulx3s`, 12.0 ns); the adders add them in the third cycle after
+        # retire. do_term comes at least two cycles after the last beat retires, so `pub`,
+        # which reads `pend_*`, at least three (a register copy checks that no figure of
+        # a last beat is still in `st_*` or `inc_*` then).
         emit_side = ("popular_samples", "nonpopular_samples")
         retire_side = [n for n in STAT_NAMES if n not in emit_side + ("minibatches",)]
         batch = {n: Signal(32, name=f"batch_{n}") for n in STAT_NAMES if n != "minibatches"}
@@ -1132,14 +1137,21 @@ class MiniBatchFragmenter(wiring.Component):
         st_fix = dict(st)
         st_fix["overflows"] = st["overflows"] & ~q_ud
         st_fix["staging_full"] = st["staging_full"] | q_ovf
-        with m.If(st_valid):
+        inc_valid = Signal()                 # inc_* hold the counts of a retired beat
+        inc_last = Signal()                  # ... the last of its mini-batch
+        inc = {}
+        for n in retire_side:
+            v = st_fix[n]
+            cnt = popcount(v[i] for i in range(L)) if n in lane_bits else v
+            inc[n] = Signal(len(Value.cast(cnt)), name=f"inc_{n}", reset_less=True)
+            m.d.sync += inc[n].eq(cnt)
+        m.d.sync += [inc_valid.eq(st_valid), inc_last.eq(st_last)]
+        with m.If(inc_valid):
             for n in retire_side:
-                v = st_fix[n]
-                inc = popcount(v[i] for i in range(L)) if n in lane_bits else v
-                with m.If(st_last):
-                    m.d.sync += [pend[n].eq(batch[n] + inc), batch[n].eq(0)]
+                with m.If(inc_last):
+                    m.d.sync += [pend[n].eq(batch[n] + inc[n]), batch[n].eq(0)]
                 with m.Else():
-                    m.d.sync += batch[n].eq(batch[n] + inc)
+                    m.d.sync += batch[n].eq(batch[n] + inc[n])
         with m.If(retire):
             with m.If(rb.last):
                 m.d.sync += [pend_valid.eq(1), sbank.eq(sbank + 1)]
@@ -1156,6 +1168,9 @@ class MiniBatchFragmenter(wiring.Component):
         # next mini-batch may leave before it. `ev_minibatch` and `busy` follow `pub`.
         pub = Signal()
         m.d.sync += pub.eq(do_term)
+        self.register_copies.append(
+            ("the statistics of a mini-batch's last beat reach pend_* before pub", Const(0, 1),
+             pub & ((st_valid & st_last) | (inc_valid & inc_last))))
         with m.If(do_term):
             m.d.sync += term_pending.eq(0)
             for n in emit_side:
