@@ -176,7 +176,8 @@ class DedupBank(Elaboratable):
         upd = (rl["resolved"].offset, rl.size)
         assert rl["value"].offset + rl["value"].width == rl.size
         self.res_q = MultiQueue(rl, geo.res_depth, 1, L, update=upd, name=f"{p}_res")
-        self.wq = RingQueue(geo.value_bits, geo.wq_depth, L, 1, name=f"{p}_wq")
+        self.wq = RingQueue(geo.value_bits, geo.wq_depth, L, 1, space_drained=True,
+                            name=f"{p}_wq")
         self.head_need = Signal(range(L + 1), name=f"{p}_head_need")
         self.fwd_lo = Signal(range(geo.entries + 1), name=f"{p}_fwd_lo")
         self.fwd_step = Signal(name=f"{p}_fwd_step")

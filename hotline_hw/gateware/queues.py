@@ -74,6 +74,11 @@ def _count_regs(m, q):
         q.space.eq(Mux(q.push_en, _by_count(spc[1], q.pop_n, q.pop_en),
                        _by_count(spc[0], q.pop_n, q.pop_en))),
     ]
+    if getattr(q, "space_drained", None) is not None:
+        # space + (level != 0) of each candidate, chosen the same way
+        sdr = [[(spc[u][p] + (lvl[u][p] != 0))[:bl] for p in range(npop + 1)] for u in (0, 1)]
+        m.d.sync += q.space_drained.eq(Mux(q.push_en, _by_count(sdr[1], q.pop_n, q.pop_en),
+                                           _by_count(sdr[0], q.pop_n, q.pop_en)))
 
 
 class MultiQueue(Elaboratable):
@@ -216,16 +221,25 @@ class RingQueue(Elaboratable):
         The entry at place ``slot`` (absolute, ``0 .. depth - 1``; the entry ``k`` places
         behind the head is at ``(head + k) % depth``): one mux indexed by ``slot``.
 
+    space_drained : ``Out``, only with ``space_drained=True``
+        ``space + (level != 0)``, a register: the space once this cycle's pop is done, for a
+        consumer that pops one entry every cycle the queue is not empty (``pop_n = level !=
+        0``), so a producer compares its need with a flip-flop, not with ``space`` plus a
+        pop count derived from ``level``.
+
     A pushed entry is visible (``level``, ``peek``) from the next cycle.
     """
 
-    def __init__(self, layout, depth, npush, npop, *, registered_peek=False, name="q"):
+    def __init__(self, layout, depth, npush, npop, *, registered_peek=False,
+                 space_drained=False, name="q"):
         assert depth & (depth - 1) == 0 and depth >= 2, depth
         assert npop <= depth and npush <= depth, (npop, npush, depth)
         self.layout, self.depth, self.npush, self.npop = layout, depth, npush, npop
         self.registered_peek = registered_peek
         self.name = name
         bits = _common_ports(self, layout, depth, npush, npop, name)
+        self.space_drained = (Signal(range(depth + 1), name=f"{name}_space_drained",
+                                     init=depth) if space_drained else None)
         self.head = Signal(bits, name=f"{name}_head")
         self.tail = Signal(bits, name=f"{name}_tail")
         self.restart = Signal(name=f"{name}_restart")

@@ -29,7 +29,8 @@ def run_queue(kind, depth, npush, npop, *, update=False, registered_peek=False, 
               cycles=600, enables=False):
     rng = random.Random(seed)
     if kind == "ring":
-        q = RingQueue(unsigned(W), depth, npush, npop, registered_peek=registered_peek)
+        q = RingQueue(unsigned(W), depth, npush, npop, registered_peek=registered_peek,
+                      space_drained=True)
     else:
         q = MultiQueue(unsigned(W), depth, npush, npop, update=update)
     m = Module()
@@ -46,6 +47,9 @@ def run_queue(kind, depth, npush, npop, *, update=False, registered_peek=False, 
             level = len(ref)
             assert ctx.get(q.level) == level, (cyc, "level")
             assert ctx.get(q.space) == depth - level, (cyc, "space")
+            if kind == "ring":
+                assert ctx.get(q.space_drained) == depth - level + (level != 0), \
+                    (cyc, "space_drained")
             for i in range(min(npop, level)):
                 assert ctx.get(q.peek[i]) == ref[i], (cyc, "peek", i)
             if level:
