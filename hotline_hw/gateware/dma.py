@@ -615,10 +615,26 @@ class GatherScatterDMA(wiring.Component):
 
         # gather log: {key, wait mask, epoch snapshot} per (bank, index)
         log_layout = data.StructLayout({"key": kb, "mask": B, "snap": B})
-        m.submodules.log_mem = log_mem = Memory(shape=log_layout, depth=B * rows, init=[])
-        log_wp = log_mem.write_port()
-        log_sp = log_mem.read_port(domain="sync")     # scatter sequencer
-        log_rp = log_mem.read_port(domain="sync")     # replay
+        # Column slices each one block RAM deep (`filter_slices`; ulx3s: 8192 x 33 as
+        # seventeen 8192 x 2): as one memory it was a depth cascade of four 2048 x 9 RAMs
+        # per column, whose output multiplexer sat between the RAMs' clock-to-out (5.8 ns)
+        # and the replay's `rp_word` (11.45 ns on `ulx3s`) and the scatter's `s_word`.
+        # Ports: `log_wp` writes, `log_sp` (scatter sequencer) and `log_rp` (replay) read.
+        log_ports = [SimpleNamespace(addr=Signal(range(B * rows), name=f"log_{n}addr"),
+                                     data=Signal(log_layout, name=f"log_{n}data"),
+                                     en=Signal(name=f"log_{n}en"))
+                     for n in ("w", "s", "r")]
+        log_wp, log_sp, log_rp = log_ports
+        for k, (lo, hi) in enumerate(filter_slices(log_layout.size, B * rows, 1)):
+            mem = Memory(shape=hi - lo, depth=B * rows, init=[])
+            m.submodules[f"log_mem{k}"] = mem
+            wp = mem.write_port()
+            m.d.comb += [wp.addr.eq(log_wp.addr), wp.en.eq(log_wp.en),
+                         wp.data.eq(log_wp.data.as_value()[lo:hi])]
+            for port in (log_sp, log_rp):
+                rp = mem.read_port(domain="sync")
+                m.d.comb += [rp.addr.eq(port.addr), rp.en.eq(port.en),
+                             port.data.as_value()[lo:hi].eq(rp.data)]
         m.submodules.link_mem = link_mem = Memory(shape=pos_bits, depth=B * rows, init=[])
         link_wp = link_mem.write_port()
         link_rp = link_mem.read_port(domain="sync")
