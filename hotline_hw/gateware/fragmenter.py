@@ -14,7 +14,9 @@ Pipeline
    nothing is dropped. ``flush`` ends an open mini-batch as if a ``last`` beat had come (a
    framing error: the stream stopped).
 2. **CAM** (external, ``cam_*`` ports, ``cam_latency`` cycles, every lane every cycle): the
-   results are queued in the **result FIFO**, in step with the meta FIFO.
+   results are queued in the **result FIFO**, in step with the meta FIFO, with the beat's
+   misses per de-dup bank, counted from its keep, overflow and bank bits, which wait beside
+   the CAM in a ``cam_latency``-stage shift register.
 3. **Dispatch** (one beat per cycle): a beat's meta and CAM results leave their FIFOs into
    a register (the output of a two-entry skid buffer) with each lane's kind (``HIT``,
    ``OVERFLOW``, ``MISS``), each miss's rank among the beat's misses to its de-dup bank and
