@@ -885,14 +885,16 @@ LINT_WAIVERS = (
     # the link list's write register `lk_*` behind its write port,
     # the scatter request `r_scat` (= s_kv), the pending scatters `s_pending` behind the
     # scatter_busy port, the hazard filter's ports `filt_*` and read address `f_cand`
-    # behind its column slices' ports, ...) and the members of the three
+    # behind its column slices' ports, the gather log's ports `log_*` behind its column
+    # slices' ports, ...) and the members of the three
     # SyncFIFOs as seen from `core` (`w_en`, `r_rdy`, ... with `$N` suffixes).
     Waiver("UNUSEDSIGNAL", r"^Signal is not used: '(st_[a-z_]+|log_count\d+|row_beats|"
            r"replayable|r1_data|occupancy|ip|hits|gathers_done|error|e_pending|aw_len|ar_len|"
            r"app_pos|to_page|w_en|r_en|r_rdy|w_data|nsrc|nleft|ndst|nwl|g_held|rj_src|perr|"
            r"hits_new|gath_none|ret_beats|avail_ret|r1_v|r1_ptr|r_tag|lw_en|lw_addr|lw_data|r_scat|s_pending|"
            r"lk_en|lk_addr|lk_data|"
-           r"f_cand|filt_raddr|filt_ren|filt_waddr|filt_wdata|filt_wen)"
+           r"f_cand|filt_raddr|filt_ren|filt_waddr|filt_wdata|filt_wen|"
+           r"log_[wsr]addr|log_[sr]en|log_wen|log_wdata)"
            r"(\$\d+)?'$", instance=_CORE, reason=
            "alias wires of named signals, read through their driving nets"),
     # amaranth.lib.fifo.SyncFIFOBuffered (row, write-response and write-length queues):
