@@ -55,6 +55,7 @@ def _common_ports(q, layout, depth, npush, npop, name):
     q.peek = Signal(data.ArrayLayout(layout, npop), name=f"{name}_peek")
     q.level = Signal(range(depth + 1), name=f"{name}_level")
     q.space = Signal(range(depth + 1), name=f"{name}_space", init=depth)
+    q.space_drained = None               # (RingQueue's option)
     return bits
 
 
@@ -74,7 +75,7 @@ def _count_regs(m, q):
         q.space.eq(Mux(q.push_en, _by_count(spc[1], q.pop_n, q.pop_en),
                        _by_count(spc[0], q.pop_n, q.pop_en))),
     ]
-    if getattr(q, "space_drained", None) is not None:
+    if q.space_drained is not None:
         # space + (level != 0) of each candidate, chosen the same way
         sdr = [[(spc[u][p] + (lvl[u][p] != 0))[:bl] for p in range(npop + 1)] for u in (0, 1)]
         m.d.sync += q.space_drained.eq(Mux(q.push_en, _by_count(sdr[1], q.pop_n, q.pop_en),
