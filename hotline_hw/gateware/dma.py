@@ -176,7 +176,7 @@ Cycle costs
 from math import gcd
 from types import SimpleNamespace
 
-from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal, signed
+from amaranth.hdl import Array, Cat, Const, Module, Mux, ResetInserter, Signal, Value, signed
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.memory import Memory
@@ -287,6 +287,41 @@ def filter_slices(width, depth, gran):
         return [(0, width)]
     w = (w // gran) * gran if w >= gran else gcd(w, gran)
     return [(lo, min(width, lo + w)) for lo in range(0, width, w)]
+
+
+def sliced_memory(m, name, width, depth, wport, rports, *, gran=None, init_ones=False):
+    """Add to ``m`` a ``width`` x ``depth`` memory built as column slices one block RAM deep
+    (:func:`filter_slices`), as submodules ``{name}0``, ``{name}1``, ...: no depth cascade,
+    so no multiplexer between the RAMs' clock-to-out and the read data's users.
+
+    ``wport`` is the write port (``addr``, ``data`` of ``width`` bits, ``en``); ``gran`` its
+    write granule in bits, with one ``en`` bit per granule (``None``: one ``en`` bit writes
+    the whole word, and the slices may cut it at any bit). ``rports`` are synchronous read
+    ports (``addr``, ``data``, ``en``), each reading every slice. ``init_ones``: every bit
+    starts as one (else zero).
+    """
+    for k, (lo, hi) in enumerate(filter_slices(width, depth, gran or 1)):
+        init = [(1 << (hi - lo)) - 1] * depth if init_ones else []
+        mem = Memory(shape=hi - lo, depth=depth, init=init)
+        m.submodules[f"{name}{k}"] = mem
+        if gran is None:
+            wp = mem.write_port()
+            en = wport.en
+        elif hi - lo >= gran:
+            wp = mem.write_port(granularity=gran)
+            en = wport.en[lo // gran:hi // gran]
+        else:
+            wp = mem.write_port()
+            en = wport.en[lo // gran].replicate(hi - lo)
+        # (the enable leads for granule writes: the statement order the filter had before
+        # this helper, which Amaranth's signal naming follows, so the Verilog is unchanged)
+        wr = [wp.addr.eq(wport.addr), wp.en.eq(en)]
+        m.d.comb += [*(wr if gran is None else wr[::-1]),
+                     wp.data.eq(Value.cast(wport.data)[lo:hi])]
+        for port in rports:
+            rp = mem.read_port(domain="sync")
+            m.d.comb += [rp.addr.eq(port.addr), rp.en.eq(port.en),
+                         Value.cast(port.data)[lo:hi].eq(rp.data)]
 
 
 class SkidBuffer(wiring.Component):
@@ -586,19 +621,7 @@ class GatherScatterDMA(wiring.Component):
                                   en=Signal(B, name="filt_wen"))
         filt_rp = SimpleNamespace(addr=Signal(fb, name="filt_raddr"),
                                   data=Signal(B * G, name="filt_rdata"), en=Signal(name="filt_ren"))
-        for k, (lo, hi) in enumerate(filter_slices(B * G, F, G)):
-            mem = Memory(shape=hi - lo, depth=F, init=[(1 << (hi - lo)) - 1] * F)
-            m.submodules[f"filt_mem{k}"] = mem
-            if hi - lo >= G:
-                wp = mem.write_port(granularity=G)
-                m.d.comb += wp.en.eq(filt_wp.en[lo // G:hi // G])
-            else:
-                wp = mem.write_port()
-                m.d.comb += wp.en.eq(filt_wp.en[lo // G].replicate(hi - lo))
-            rp = mem.read_port(domain="sync")
-            m.d.comb += [wp.addr.eq(filt_wp.addr), wp.data.eq(filt_wp.data[lo:hi]),
-                         rp.addr.eq(filt_rp.addr), rp.en.eq(filt_rp.en),
-                         filt_rp.data[lo:hi].eq(rp.data)]
+        sliced_memory(m, "filt_mem", B * G, F, filt_wp, [filt_rp], gran=G, init_ones=True)
         gen = Array(Signal(G, name=f"filt_gen{b}") for b in range(B))
         armed = Signal(B)            # bit b: bank b has logged a gather since its last scatter
         epoch = Signal(B)
@@ -625,16 +648,7 @@ class GatherScatterDMA(wiring.Component):
                                      en=Signal(name=f"log_{n}en"))
                      for n in ("w", "s", "r")]
         log_wp, log_sp, log_rp = log_ports
-        for k, (lo, hi) in enumerate(filter_slices(log_layout.size, B * rows, 1)):
-            mem = Memory(shape=hi - lo, depth=B * rows, init=[])
-            m.submodules[f"log_mem{k}"] = mem
-            wp = mem.write_port()
-            m.d.comb += [wp.addr.eq(log_wp.addr), wp.en.eq(log_wp.en),
-                         wp.data.eq(log_wp.data.as_value()[lo:hi])]
-            for port in (log_sp, log_rp):
-                rp = mem.read_port(domain="sync")
-                m.d.comb += [rp.addr.eq(port.addr), rp.en.eq(port.en),
-                             port.data.as_value()[lo:hi].eq(rp.data)]
+        sliced_memory(m, "log_mem", log_layout.size, B * rows, log_wp, [log_sp, log_rp])
         m.submodules.link_mem = link_mem = Memory(shape=pos_bits, depth=B * rows, init=[])
         link_wp = link_mem.write_port()
         link_rp = link_mem.read_port(domain="sync")
