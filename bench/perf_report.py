@@ -325,10 +325,13 @@ def _flow(res, where=None):
     seed 1 and no extra options), ``"older"`` (the same before the flow set the placer's
     timing weight, ``fpga.ooc.TIMING_WEIGHT_ARGS``: shown, marked stale) or ``None`` (another
     flow: a `--seed 2` or `--nextpnr-arg` route of the same configuration, e.g. by
-    bench/pnr_sweep.py, is not the report's point). The arguments are the result's
+    bench/pnr_sweep.py, is not the report's point; nor is a perturbed netlist, a result
+    with ``perturb`` > 0, ``fpga.ooc.yosys_script``). The arguments are the result's
     ``nextpnr_args``, else those of the build directory's ``nextpnr.sh``; a result with
     neither (synthesis only, or saved before either existed) is taken as the current flow."""
     o = IMPL_OPTIONS
+    if res.get("perturb"):
+        return None
     if not (res.get("device", o["device"]) == o["device"]
             and res.get("speed", o["speed"]) == o["speed"]
             and res.get("package", o["package"]) == o["package"]

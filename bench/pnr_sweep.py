@@ -1,8 +1,8 @@
 """Fmax over placement seeds and nextpnr options: one design, several routes.
 
     python bench/pnr_sweep.py [--preset ulx3s] [--lanes N] [--seeds 1,2,3]
-                              [--variant NAME=ARGS ...] [-j 2] [-o build/impl] [--json F]
-                              [--keep]
+                              [--variant NAME=ARGS ...] [--perturb 0,1,2] [-j 2]
+                              [-o build/impl] [--json F] [--keep]
 
 Routes the out-of-context core (``fpga.ooc.implement``, the flow of ``hotline-hw impl``)
 once per seed and per *variant* (a named set of extra nextpnr-ecp5 options, ``NAME=ARGS``
@@ -10,11 +10,18 @@ with ARGS split on spaces; ``base=`` is the flow's own options, which set the pl
 timing weight to 30, ``fpga.ooc.TIMING_WEIGHT_ARGS``; ``tw10='--placer-heap-timingweight
 10'`` is nextpnr's default weight) and prints, per variant, the
 Fmax of every seed, their median and best, and the worst path of the best route.
+``--perturb 0,1,2`` also routes each seed on *perturbed netlists* of the same design
+(``fpga.ooc.yosys_script``'s ``perturb``: private cell and wire names scrambled before
+technology mapping, seed N; 0 is the flow's own netlist); every (seed, perturbation) is a
+sample, named ``S`` or ``S/pN`` in the table.
 
 Why: nextpnr's placement moves a large netlist's Fmax by more than most timing cuts do
 (the ``ulx3s`` preset routed at 62.8 MHz with seed 1 and 72.3 MHz with seed 2, same
 netlist). A change or an option is only shown to help by the median over seeds, and the
-figure a user can reach is the best of them. Every route is cached (``-o``, the ``impl``
+figure a user can reach is the best of them. A seed does not sample synthesis: a change of a
+few cells makes Yosys/ABC map the whole flattened design differently, and that moved the
+``ulx3s`` core's Fmax by ~8 MHz where seeds moved one netlist by ~1 MHz; ranking a change
+needs perturbed netlists too (docs/implementation.md). Every route is cached (``-o``, the ``impl``
 cache): rerunning prints the table at once, and adding a seed routes only that seed.
 
 ``-j N`` routes N points at a time (each nextpnr is single-threaded; a ``ulx3s`` route
@@ -61,6 +68,23 @@ def parse_seeds(text):
     return seeds
 
 
+def parse_perturb(text):
+    """``--perturb`` -> distinct integers >= 0 (0: the flow's netlist); ``ValueError``."""
+    try:
+        out = [int(s) for s in text.split(",") if s.strip()]
+    except ValueError:
+        out = []
+    if not out or any(p < 0 for p in out) or len(set(out)) != len(out):
+        raise ValueError(f"--perturb {text!r}: expected distinct integers >= 0 "
+                         "(0: no perturbation), e.g. 0,1,2")
+    return out
+
+
+def sample_key(seed, perturb):
+    """A route's name in the table: the seed, with ``/pN`` for perturbation N > 0."""
+    return seed if not perturb else f"{seed}/p{perturb}"
+
+
 def make_config(name, lanes):
     if lanes is None:
         return preset(name)
@@ -68,26 +92,29 @@ def make_config(name, lanes):
 
 
 def _route(job):
-    """One route (in a worker process): ``(variant, seed, result dict)``."""
-    name, lanes, variant, args, seed, cache, keep = job
+    """One route (in a worker process): ``(variant, sample key, result dict)``."""
+    name, lanes, variant, args, seed, perturb, cache, keep = job
     cfg = make_config(name, lanes)
     t0 = time.perf_counter()
+    kw = {"perturb": perturb} if perturb else {}
     r = ooc.implement(cfg, cache_dir=Path(cache), progress=False, seed=seed,
-                      nextpnr_extra=args, keep=keep)
+                      nextpnr_extra=args, keep=keep, **kw)
     d = r.as_dict()
     d["wall_s"] = round(time.perf_counter() - t0, 1)
-    return variant, seed, d
+    return variant, sample_key(seed, perturb), d
 
 
 def summarise(variants, seeds, results):
-    """Rows ``{variant, args, fmax: {seed: MHz}, median, best, best_seed, worst_path}``."""
+    """Rows ``{variant, args, fmax: {seed: MHz}, median, best, best_seed, worst_path}``;
+    ``seeds`` are sample keys (:func:`sample_key`), ``results`` ``{(variant, key): dict}``."""
     rows = []
     for name, args in variants:
         got = {s: results[(name, s)] for s in seeds if (name, s) in results}
         fm = {s: r.get("fmax_mhz") for s, r in got.items() if r.get("fmax_mhz")}
+        luts = {r.get("luts") for r in got.values()} - {None}
         row = {"variant": name, "args": args, "fmax": fm, "median": None, "best": None,
                "best_seed": None, "worst_path": None,
-               "luts": next((r.get("luts") for r in got.values()), None)}
+               "luts": min(luts) if len(luts) == 1 else (sorted(luts) or None)}
         if fm:
             row["median"] = statistics.median(fm.values())
             row["best_seed"] = max(fm, key=fm.get)
@@ -120,6 +147,10 @@ def main(argv=None):
     ap.add_argument("--preset", default="ulx3s", help="preset (ulx3s)")
     ap.add_argument("--lanes", type=int, help="lanes (default: the preset's)")
     ap.add_argument("--seeds", default="1,2,3", help="placement seeds, comma-separated (1,2,3)")
+    ap.add_argument("--perturb", default="0",
+                    help="synthesis perturbations, comma-separated (0: the flow's netlist; "
+                         "N > 0: the same design with scrambled private names, seed N); "
+                         "every seed is routed on each (0)")
     ap.add_argument("--variant", action="append", metavar="NAME=ARGS",
                     help="a named set of extra nextpnr options, repeatable (default: base=)")
     ap.add_argument("-j", "--jobs", type=int, default=1, help="routes at a time (1)")
@@ -135,6 +166,7 @@ def main(argv=None):
         if a.jobs < 1:
             raise ValueError(f"--jobs {a.jobs}: must be >= 1")
         seeds = parse_seeds(a.seeds)
+        perturbs = parse_perturb(a.perturb)
         variants = [parse_variant(v) for v in (a.variant or ["base="])]
         names = [n for n, _ in variants]
         if len(set(names)) != len(names):
@@ -143,8 +175,9 @@ def main(argv=None):
     except (ValueError, ConfigError) as e:
         print(f"pnr_sweep: error: {e}", file=sys.stderr)
         return 2
-    jobs = [(a.preset, a.lanes, n, args, s, a.output, a.keep)
-            for n, args in variants for s in seeds]
+    jobs = [(a.preset, a.lanes, n, args, s, p, a.output, a.keep)
+            for n, args in variants for p in perturbs for s in seeds]
+    samples = [sample_key(s, p) for p in perturbs for s in seeds]
     results = {}
     with ProcessPoolExecutor(max_workers=a.jobs) as ex:
         for fut in as_completed([ex.submit(_route, j) for j in jobs]):
@@ -155,10 +188,12 @@ def main(argv=None):
             print(f"[pnr_sweep] {variant} seed {seed}: "
                   + (f"{fm:.1f} MHz" if fm else d.get("note", "no Fmax")) + f" ({how})",
                   flush=True)
-    rows = summarise(variants, seeds, results)
-    print(format_table(cfg.name, seeds, rows))
+    rows = summarise(variants, samples, results)
+    print(format_table(cfg.name, samples, rows))
     if a.json:
-        Path(a.json).write_text(json.dumps({"config": cfg.name, "seeds": seeds, "rows": rows},
+        Path(a.json).write_text(json.dumps({"config": cfg.name, "seeds": seeds,
+                                            "perturb": perturbs, "samples": samples,
+                                            "rows": rows},
                                            indent=2, default=str) + "\n")
     return 0
 

@@ -207,7 +207,8 @@ def _ooc_result(cfg, family, cache_dir=Path("build/impl"), verilog_sha=None):
     """The newest placed and routed out-of-context implementation (:mod:`fpga.ooc`, its
     cache ``cache_dir``) of ``cfg``'s configuration (name aside), for an ECP5 board, built
     from the core the board embeds when there is one (its Verilog equals ``verilog_sha``;
-    an experiment routed later from other sources does not hide it): the core's own
+    an experiment routed later from other sources does not hide it; a perturbed netlist,
+    ``fpga.ooc.yosys_script``'s ``perturb``, is never taken): the core's own
     ``luts``/``ffs``/``brams``/``dsps``/``fmax_mhz``, its ``dir`` and ``current`` (built from
     that core; None when unknown). None when the cache holds no such result or the board
     is not an ECP5."""
@@ -223,7 +224,7 @@ def _ooc_result(cfg, family, cache_dir=Path("build/impl"), verilog_sha=None):
             res = json.loads(res_path.read_text())
         except (OSError, ValueError):
             continue
-        if fields != want or res.get("synth_only") or "luts" not in res:
+        if fields != want or res.get("synth_only") or res.get("perturb") or "luts" not in res:
             continue
         current = None
         if verilog_sha is not None and (d / "hotline.v").exists():

@@ -1,7 +1,7 @@
 """``hotline-hw impl``: out-of-context ECP5 implementation figures (:mod:`fpga.ooc`).
 
     hotline-hw impl [--preset P] [--FIELD V ...] [--freq MHZ] [--device 85k] [--speed 6]
-                    [--seed N] [--nextpnr-arg ARG ...] [--synth-only] [--generic]
+                    [--seed N] [--nextpnr-arg ARG ...] [--perturb N] [--synth-only] [--generic]
                     [--yosys BIN] [--no-cache] [--keep] [--json]
                     [-o DIR] [-q]
 
@@ -9,6 +9,7 @@ Prints LUT4 / FF / DP16KD / MULT18X18D of the core (the OOC wrapper's own cost r
 their share of the device, Fmax of the ``sync`` clock and the worst paths. ``--generic``
 prints the generic-gate Yosys cell count (ASIC proxy) instead, no place and route;
 ``--synth-only`` stops after synthesis and prints the deepest logic paths (fpga/depth.py).
+``--perturb N`` synthesises a perturbed netlist of the same design (``fpga.ooc.yosys_script``).
 """
 
 import json
@@ -43,6 +44,11 @@ def add_command(sub, add_config_args, config_from_args, usage_error):
                         "--nextpnr-arg=10: nextpnr's default, instead of the flow's 30); "
                         "part of the cache key. Not the flags the flow sets (--seed, --freq, "
                         "--router, files, ...)")
+    g.add_argument("--perturb", type=int, default=0, metavar="N",
+                   help="synthesise a perturbed netlist of the same design: N > 0 renames "
+                        "its private cells and wires at random (seed N) before technology "
+                        "mapping, to sample synthesis noise as --seed samples placement "
+                        "noise (0: the flow; cached apart; not a report point)")
     g.add_argument("--paths", type=int, default=5, metavar="N",
                    help="worst distinct paths to list (5; 0: nextpnr's critical path only)")
     g.add_argument("--synth-only", action="store_true",
@@ -71,6 +77,10 @@ def add_command(sub, add_config_args, config_from_args, usage_error):
             raise usage_error(f"--freq {args.freq:g}: must be in (0, 1000] MHz")
         if args.paths < 0:
             raise usage_error(f"--paths {args.paths}: must be >= 0")
+        if args.perturb < 0:
+            raise usage_error(f"--perturb {args.perturb}: must be >= 0 (0: no perturbation)")
+        if args.perturb and args.generic:
+            raise usage_error("--perturb: not with --generic (an ECP5 flow option)")
         if args.synth_only and args.generic:
             raise usage_error("--synth-only: not with --generic (which never places)")
         try:
@@ -94,7 +104,7 @@ def add_command(sub, add_config_args, config_from_args, usage_error):
                                   seed=args.seed, yosys=args.yosys, nextpnr=args.nextpnr,
                                   worst_paths=args.paths, router=args.router,
                                   synth_only=args.synth_only,
-                                  nextpnr_extra=args.nextpnr_arg)
+                                  nextpnr_extra=args.nextpnr_arg, perturb=args.perturb)
         except ooc.ImplError as e:
             print(f"hotline-hw: error: {e}", file=sys.stderr)
             sys.exit(1)
@@ -117,7 +127,8 @@ def format_impl(r, cfg=None):
                                       + ("no place and route" if r.synth_only else
                                          f"nextpnr {r.nextpnr_s:.0f} s"))
     lines = [f"hotline-hw impl: {r.config!r} out of context on LFE5U-{dev}-{r.speed} "
-             f"{r.package}, target {r.freq_mhz:g} MHz ({how})",
+             f"{r.package}, target {r.freq_mhz:g} MHz ({how})"
+             + (f", synthesis perturbation {r.perturb}" if r.perturb else ""),
              f"  {'resource':<11}{'core':>8}{'% of ' + dev:>10}{'wrapper':>9}"]
     cap = DEVICES[r.device]
     for name, key, ck in (("LUT4", "luts", "LUT4"), ("FF", "ffs", "FF"),

