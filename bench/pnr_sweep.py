@@ -9,7 +9,9 @@ once per seed and per *variant* (a named set of extra nextpnr-ecp5 options, ``NA
 with ARGS split on spaces; ``base=`` is the flow's own options, which set the placer's
 timing weight to 30, ``fpga.ooc.TIMING_WEIGHT_ARGS``; ``tw10='--placer-heap-timingweight
 10'`` is nextpnr's default weight) and prints, per variant, the
-Fmax of every seed, their median and best, and the worst path of the best route.
+Fmax of every seed, their median and best, and the worst path of the best route. A route
+that fails (a tool's error, e.g. a Yosys assertion on one netlist) is shown as ``fail``
+with its log's last lines; the others still run, and the exit status is then 1.
 ``--perturb 0,1,2`` also routes each seed on *perturbed netlists* of the same design
 (``fpga.ooc.yosys_script``'s ``perturb``: private cell and wire names scrambled before
 technology mapping, seed N; 0 is the flow's own netlist); every (seed, perturbation) is a
@@ -97,9 +99,13 @@ def _route(job):
     cfg = make_config(name, lanes)
     t0 = time.perf_counter()
     kw = {"perturb": perturb} if perturb else {}
-    r = ooc.implement(cfg, cache_dir=Path(cache), progress=False, seed=seed,
-                      nextpnr_extra=args, keep=keep, **kw)
-    d = r.as_dict()
+    try:
+        r = ooc.implement(cfg, cache_dir=Path(cache), progress=False, seed=seed,
+                          nextpnr_extra=args, keep=keep, **kw)
+        d = r.as_dict()
+    except ooc.ImplError as e:
+        # one failed route (e.g. a Yosys assertion on one netlist) does not end the sweep
+        d = {"error": str(e).splitlines()[0], "log_tail": e.log_tail}
     d["wall_s"] = round(time.perf_counter() - t0, 1)
     return variant, sample_key(seed, perturb), d
 
@@ -111,10 +117,12 @@ def summarise(variants, seeds, results):
     for name, args in variants:
         got = {s: results[(name, s)] for s in seeds if (name, s) in results}
         fm = {s: r.get("fmax_mhz") for s, r in got.items() if r.get("fmax_mhz")}
+        bad = [s for s, r in got.items() if "error" in r]
         luts = {r.get("luts") for r in got.values()} - {None}
         row = {"variant": name, "args": args, "fmax": fm, "median": None, "best": None,
                "best_seed": None, "worst_path": None,
-               "luts": min(luts) if len(luts) == 1 else (sorted(luts) or None)}
+               "luts": min(luts) if len(luts) == 1 else (sorted(luts) or None),
+               "failed": bad}
         if fm:
             row["median"] = statistics.median(fm.values())
             row["best_seed"] = max(fm, key=fm.get)
@@ -131,7 +139,8 @@ def format_table(cfg_name, seeds, rows):
         f"{'median':>10}{'best':>10}  nextpnr options"
     out = [f"pnr_sweep: {cfg_name}, Fmax in MHz (ECP5-85F speed 6, target 100 MHz)", head]
     for r in rows:
-        cells = "".join(f"{r['fmax'][s]:>10.1f}" if s in r["fmax"] else f"{'-':>10}"
+        cells = "".join(f"{r['fmax'][s]:>10.1f}" if s in r["fmax"] else
+                        f"{'fail' if s in r.get('failed', ()) else '-':>10}"
                         for s in seeds)
         med = f"{r['median']:>10.1f}" if r["median"] else f"{'-':>10}"
         best = f"{r['best']:>10.1f}" if r["best"] else f"{'-':>10}"
@@ -178,13 +187,19 @@ def main(argv=None):
     jobs = [(a.preset, a.lanes, n, args, s, p, a.output, a.keep)
             for n, args in variants for p in perturbs for s in seeds]
     samples = [sample_key(s, p) for p in perturbs for s in seeds]
-    results = {}
+    results, failed = {}, []
     with ProcessPoolExecutor(max_workers=a.jobs) as ex:
         for fut in as_completed([ex.submit(_route, j) for j in jobs]):
             variant, seed, d = fut.result()
             results[(variant, seed)] = d
             how = "cached" if d.get("cached") else f"{d['wall_s']:.0f} s"
             fm = d.get("fmax_mhz")
+            if "error" in d:
+                failed.append((variant, seed))
+                tail = "".join(f"\n    {x}" for x in d.get("log_tail", "").splitlines()[-5:])
+                print(f"[pnr_sweep] {variant} seed {seed}: FAILED: {d['error']} ({how}){tail}",
+                      flush=True)
+                continue
             print(f"[pnr_sweep] {variant} seed {seed}: "
                   + (f"{fm:.1f} MHz" if fm else d.get("note", "no Fmax")) + f" ({how})",
                   flush=True)
@@ -193,8 +208,12 @@ def main(argv=None):
     if a.json:
         Path(a.json).write_text(json.dumps({"config": cfg.name, "seeds": seeds,
                                             "perturb": perturbs, "samples": samples,
-                                            "rows": rows},
+                                            "rows": rows, "failed": failed},
                                            indent=2, default=str) + "\n")
+    if failed:
+        print(f"pnr_sweep: {len(failed)} route(s) failed: "
+              + ", ".join(f"{v} seed {s}" for v, s in failed), file=sys.stderr)
+        return 1
     return 0
 
 

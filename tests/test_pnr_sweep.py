@@ -166,3 +166,33 @@ def test_keep_flag_reaches_every_route(monkeypatch, tmp_path, capsys):
     assert sorted(log.read_text().split("\n")[:-1]) == ["1 True", "2 True"]
     assert pnr_sweep.main(["--preset", "tiny", "--seeds", "3", "-o", str(tmp_path)]) == 0
     assert log.read_text().splitlines()[-1] == "3 False"
+
+
+def test_a_failed_route_does_not_end_the_sweep(monkeypatch, tmp_path, capsys):
+    """A route whose tool fails (``fpga.ooc.ImplError``, e.g. a Yosys assertion on one
+    perturbed netlist) is shown as ``fail`` with its log's tail; the other routes still
+    run and are tabled, and the exit status is 1."""
+    class R:
+        def __init__(self, mhz):
+            self.mhz = mhz
+
+        def as_dict(self):
+            return {"fmax_mhz": self.mhz, "cached": True}
+
+    def fake_implement(cfg, **kw):
+        if kw.get("perturb") == 2 and kw["seed"] == 1:
+            raise pnr_sweep.ooc.ImplError("yosys failed (exit status 1)",
+                                          log_tail="a\nAssertion failed: rtlil.cc:3091")
+        return R(60.0 + kw["seed"] + kw.get("perturb", 0))
+    monkeypatch.setattr(pnr_sweep.ooc, "implement", fake_implement)
+    out_json = tmp_path / "s.json"
+    rc = pnr_sweep.main(["--preset", "tiny", "--seeds", "1,2", "--perturb", "0,2",
+                         "-o", str(tmp_path), "--json", str(out_json)])
+    cap = capsys.readouterr()
+    assert rc == 1
+    assert "base seed 1/p2: FAILED: yosys failed (exit status 1)" in cap.out
+    assert "Assertion failed: rtlil.cc:3091" in cap.out
+    base = next(line for line in cap.out.splitlines() if line.startswith("base "))
+    assert base.split()[1:7] == ["61.0", "62.0", "fail", "64.0", "62.0", "64.0"]
+    assert "1 route(s) failed: base seed 1/p2" in cap.err
+    assert json.loads(out_json.read_text())["rows"][0]["failed"] == ["1/p2"]
