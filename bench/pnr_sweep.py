@@ -21,9 +21,9 @@ Why: nextpnr's placement moves a large netlist's Fmax by more than most timing c
 (the ``ulx3s`` preset routed at 62.8 MHz with seed 1 and 72.3 MHz with seed 2, same
 netlist). A change or an option is only shown to help by the median over seeds, and the
 figure a user can reach is the best of them. A seed does not sample synthesis: a change of a
-few cells makes Yosys/ABC map the whole flattened design differently, and that moved the
-``ulx3s`` core's Fmax by ~8 MHz where seeds moved one netlist by ~1 MHz; ranking a change
-needs perturbed netlists too (docs/implementation.md). Every route is cached (``-o``, the ``impl``
+few cells makes Yosys/ABC map the whole flattened design differently, and the ``ulx3s``
+core's netlists of nearly the same RTL routed up to ~8 MHz apart; ranking a change needs
+perturbed netlists too (docs/implementation.md, "Ranking a change over perturbed netlists"). Every route is cached (``-o``, the ``impl``
 cache): rerunning prints the table at once, and adding a seed routes only that seed.
 
 ``-j N`` routes N points at a time (each nextpnr is single-threaded; a ``ulx3s`` route
