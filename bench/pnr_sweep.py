@@ -60,26 +60,25 @@ def parse_variant(text):
     return name, args
 
 
-def parse_seeds(text):
-    try:
-        seeds = [int(s) for s in text.split(",") if s.strip()]
-    except ValueError:
-        seeds = []
-    if not seeds or any(s < 0 for s in seeds) or len(set(seeds)) != len(seeds):
-        raise ValueError(f"--seeds {text!r}: expected distinct non-negative integers, e.g. 1,2,3")
-    return seeds
-
-
-def parse_perturb(text):
-    """``--perturb`` -> distinct integers >= 0 (0: the flow's netlist); ``ValueError``."""
+def _distinct_ints(text, flag, what, example):
+    """Comma-separated distinct integers >= 0 from ``text``; ``ValueError`` naming ``flag``."""
     try:
         out = [int(s) for s in text.split(",") if s.strip()]
     except ValueError:
         out = []
-    if not out or any(p < 0 for p in out) or len(set(out)) != len(out):
-        raise ValueError(f"--perturb {text!r}: expected distinct integers >= 0 "
-                         "(0: no perturbation), e.g. 0,1,2")
+    if not out or any(v < 0 for v in out) or len(set(out)) != len(out):
+        raise ValueError(f"{flag} {text!r}: expected {what}, e.g. {example}")
     return out
+
+
+def parse_seeds(text):
+    return _distinct_ints(text, "--seeds", "distinct non-negative integers", "1,2,3")
+
+
+def parse_perturb(text):
+    """``--perturb`` -> distinct integers >= 0 (0: the flow's netlist); ``ValueError``."""
+    return _distinct_ints(text, "--perturb", "distinct integers >= 0 (0: no perturbation)",
+                          "0,1,2")
 
 
 def sample_key(seed, perturb):

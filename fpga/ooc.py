@@ -284,6 +284,12 @@ PRIMS_VERILOG = ("(* blackbox *)\n"
 PERTURB_LABEL = "map_ram"
 
 
+def _check_perturb(perturb):
+    """``ValueError`` unless ``perturb`` is an integer >= 0 (0: no perturbation)."""
+    if not isinstance(perturb, int) or isinstance(perturb, bool) or perturb < 0:
+        raise ValueError(f"perturb={perturb!r}: an integer >= 0 (0: no perturbation)")
+
+
 def yosys_script(sources, top=TOP, json_out="synth.json", abc9_flag=False, perturb=0):
     """The ECP5 Yosys script (it reads :data:`PRIMS_FILE` first). Yosys 0.70's
     ``synth_ecp5`` (= ``synth_lattice -family ecp5``) always maps LUTs with ``abc9`` (the
@@ -300,8 +306,7 @@ def yosys_script(sources, top=TOP, json_out="synth.json", abc9_flag=False, pertu
     samples the netlist-to-netlist noise of synthesis, which a placement seed does not
     (docs/implementation.md, "Ranking a change over perturbed netlists"). Public names
     (the registers and signals of the design) are kept, so timing reports stay readable."""
-    if not isinstance(perturb, int) or isinstance(perturb, bool) or perturb < 0:
-        raise ValueError(f"perturb={perturb!r}: an integer >= 0 (0: no perturbation)")
+    _check_perturb(perturb)
     reads = f"read_verilog -lib {PRIMS_FILE}\n"
     reads += "".join(f"read_verilog -sv {s}\n" for s in sources)
     out = f" -json {json_out}" if json_out else ""
@@ -1098,7 +1103,7 @@ def implement(cfg, *, device="85k", package="CABGA381", speed=6, freq_mhz=100,
 
     ``perturb``: N > 0 synthesises a perturbed netlist of the same design (:func:`yosys_script`),
     cached apart; the result carries ``perturb`` = N."""
-    yosys_script([], perturb=perturb)           # ValueError for a bad perturb, before any work
+    _check_perturb(perturb)                     # before any work
     if device not in DEVICES:
         raise ValueError(f"device={device!r}: one of {', '.join(DEVICES)}")
     cache_dir = Path(cache_dir)
